@@ -13,7 +13,7 @@ import jinja2
 
 from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
-from .model import PYTHON_TYPES, FieldSpec, FieldType, MessageSpec, StructSpec
+from .model import PYTHON_TYPES, FieldSpec, FieldType, MessageSpec, StructSpec, snake_case
 from .programs import render_programs
 from .spark_schema import message_schema, python_literal as schema_literal
 
@@ -281,7 +281,9 @@ def add_field_lines(module: str) -> str:
     return module + f'\n_FIELDS_AT = _FieldLines(\n    "{table}"\n)\n'
 
 
-def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
+def api_entries(specs: list[MessageSpec]) -> list[dict]:
+    """One entry per API key, in key order: its name ("Fetch"), its ``ApiKey`` constant ("FETCH", as
+    Java's ``ApiKeys`` names it), and its request and response specs."""
     requests = {s.api_key: s for s in specs if s.type == "request"}
     responses = {s.api_key: s for s in specs if s.type == "response"}
     apis = []
@@ -289,15 +291,19 @@ def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
         request = requests[key]
         response = responses.get(key)
         name = request.name[:-len("Request")] if request.name.endswith("Request") else request.name
-        apis.append(dict(key=key, name=name, request=request, response=response))
+        apis.append(dict(key=key, name=name, constant=snake_case(name).upper(), request=request, response=response))
+    return apis
+
+
+def render_registry(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
     others = [s for s in specs if s.type not in ("request", "response")]
-    return env.get_template("registry.py.j2").render(apis=apis, specs=sorted(specs, key=lambda s: s.name),
+    return env.get_template("registry.py.j2").render(apis=api_entries(specs), specs=sorted(specs, key=lambda s: s.name),
                                                      others=others)
 
 
 def render_registry_stub(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
     """The package's ``__init__.pyi``: every message class as if imported (they load lazily at run time)."""
-    return env.get_template("registry.pyi.j2").render(specs=sorted(specs, key=lambda s: s.name))
+    return env.get_template("registry.pyi.j2").render(apis=api_entries(specs), specs=sorted(specs, key=lambda s: s.name))
 
 
 def render_spark_types(env: jinja2.Environment, specs: list[MessageSpec]) -> str:

@@ -19,6 +19,17 @@ USAGE_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args, parser)
+    except BrokenPipeError:  # e.g. `kafkawire apis | head`: stop quietly, as other filters do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kafkawire`` command's parser (the docs' command-line reference is generated from it)."""
     parser = argparse.ArgumentParser(prog="kafkawire", description="The Apache Kafka wire protocol in Python.")
     parser.add_argument("--version", action="version", version=f"kafkawire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -80,13 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = commands.add_parser("demo", help="an end-to-end run on embedded defaults")
     demo.add_argument("--out", help="keep the capture and tables in this directory (default: a temporary one)")
-
-    args = parser.parse_args(argv)
-    try:
-        return _run(args, parser)
-    except BrokenPipeError:  # e.g. `kafkawire apis | head`: stop quietly, as other filters do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 0
+    return parser
 
 
 def _add_broker_options(parser) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from .errors import DecodeError
+from .messages import ApiKey
 from .messages import api as _api
 from .messages import apis as _apis
 from .messages import message_class as _message_class
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # the header classes load on first use (request_header_class)
     from .messages.response_header import ResponseHeader
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # the broker's socket.request.max.bytes default
-_API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">i")
@@ -261,7 +261,7 @@ def read_response(frame_bytes: Bytes, api_key: int, api_version: int) -> Respons
     try:
         body, end = info.response_class.decode_from(frame_bytes, api_version, pos)
     except DecodeError:
-        if api_key != _API_VERSIONS or api_version == 0:
+        if api_key != ApiKey.API_VERSIONS or api_version == 0:
             raise
         try:
             body, end = info.response_class.decode_from(frame_bytes, 0, pos)  # the v0 error body
@@ -270,7 +270,7 @@ def read_response(frame_bytes: Bytes, api_key: int, api_version: int) -> Respons
         else:
             return ResponseFrame(header, body, 0, len(frame_bytes) - end)
         raise
-    if end != len(frame_bytes) and api_key == _API_VERSIONS and api_version > 0:
+    if end != len(frame_bytes) and api_key == ApiKey.API_VERSIONS and api_version > 0:
         try:  # a v0 body that happened to read at the newer version too: prefer the reading that fits
             v0, v0_end = info.response_class.decode_from(frame_bytes, 0, pos)
         except DecodeError:

@@ -8,7 +8,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing where cod
 if TYPE_CHECKING:
     from .base import Message
 
-API_VERSIONS = 18
 REMOVED = (0, -1)  # the versions of a removed API: none
 
 
@@ -64,7 +63,7 @@ class ApiInfo:
 
     def response_header_version(self, version: int) -> int:
         """ResponseHeader version for a response of ``version`` (1 flexible, 0 classic)."""
-        if self.key == API_VERSIONS:
+        if self.name == "ApiVersions":
             return 0  # KIP-511: always v0, so a client can read it before knowing the broker's versions
         flexible = self.response_flexible_versions
         return 1 if flexible is not None and version >= flexible[0] else 0

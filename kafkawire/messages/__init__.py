@@ -2,9 +2,111 @@
 """The generated message classes, loaded on first use, and the API registry.
 
 ``from kafkawire.messages import FetchRequest`` imports only that message's module;
-``api("Fetch")`` or ``api(1)`` describes an API: versions, flexible versions, header versions.
+``api("Fetch")``, ``api(1)`` or ``api(ApiKey.FETCH)`` describes an API: versions, flexible versions,
+header versions.
 """
+from enum import IntEnum
+
 from kafkawire.codec.registry import REMOVED, ApiInfo, Registry
+
+
+class ApiKey(IntEnum):
+    """Kafka's API keys, named as Java's ``ApiKeys`` (the spec's name in upper snake case)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
+    ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
+    LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
+
 
 _MODULES = {
     "AddOffsetsToTxnRequest": "add_offsets_to_txn_request",
@@ -201,7 +303,7 @@ _MODULES = {
 
 _REGISTRY = Registry(__name__, _MODULES, [
     ApiInfo(
-        key=0, name="Produce", request="ProduceRequest", response="ProduceResponse",
+        key=ApiKey.PRODUCE, name="Produce", request="ProduceRequest", response="ProduceResponse",
         valid_versions=(3, 13),
         flexible_versions=(9, 32767),
         response_flexible_versions=(9, 32767),
@@ -210,7 +312,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=1, name="Fetch", request="FetchRequest", response="FetchResponse",
+        key=ApiKey.FETCH, name="Fetch", request="FetchRequest", response="FetchResponse",
         valid_versions=(4, 19),
         flexible_versions=(12, 32767),
         response_flexible_versions=(12, 32767),
@@ -219,7 +321,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=2, name="ListOffsets", request="ListOffsetsRequest", response="ListOffsetsResponse",
+        key=ApiKey.LIST_OFFSETS, name="ListOffsets", request="ListOffsetsRequest", response="ListOffsetsResponse",
         valid_versions=(1, 11),
         flexible_versions=(6, 32767),
         response_flexible_versions=(6, 32767),
@@ -228,7 +330,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=3, name="Metadata", request="MetadataRequest", response="MetadataResponse",
+        key=ApiKey.METADATA, name="Metadata", request="MetadataRequest", response="MetadataResponse",
         valid_versions=(0, 13),
         flexible_versions=(9, 32767),
         response_flexible_versions=(9, 32767),
@@ -237,23 +339,23 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=4, name="LeaderAndIsr", request="LeaderAndIsrRequest", response="LeaderAndIsrResponse",
+        key=ApiKey.LEADER_AND_ISR, name="LeaderAndIsr", request="LeaderAndIsrRequest", response="LeaderAndIsrResponse",
         valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
-        key=5, name="StopReplica", request="StopReplicaRequest", response="StopReplicaResponse",
+        key=ApiKey.STOP_REPLICA, name="StopReplica", request="StopReplicaRequest", response="StopReplicaResponse",
         valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
-        key=6, name="UpdateMetadata", request="UpdateMetadataRequest", response="UpdateMetadataResponse",
+        key=ApiKey.UPDATE_METADATA, name="UpdateMetadata", request="UpdateMetadataRequest", response="UpdateMetadataResponse",
         valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
-        key=7, name="ControlledShutdown", request="ControlledShutdownRequest", response="ControlledShutdownResponse",
+        key=ApiKey.CONTROLLED_SHUTDOWN, name="ControlledShutdown", request="ControlledShutdownRequest", response="ControlledShutdownResponse",
         valid_versions=REMOVED, flexible_versions=None, response_flexible_versions=None,
     ),
     ApiInfo(
-        key=8, name="OffsetCommit", request="OffsetCommitRequest", response="OffsetCommitResponse",
+        key=ApiKey.OFFSET_COMMIT, name="OffsetCommit", request="OffsetCommitRequest", response="OffsetCommitResponse",
         valid_versions=(2, 10),
         flexible_versions=(8, 32767),
         response_flexible_versions=(8, 32767),
@@ -262,7 +364,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=9, name="OffsetFetch", request="OffsetFetchRequest", response="OffsetFetchResponse",
+        key=ApiKey.OFFSET_FETCH, name="OffsetFetch", request="OffsetFetchRequest", response="OffsetFetchResponse",
         valid_versions=(1, 10),
         flexible_versions=(6, 32767),
         response_flexible_versions=(6, 32767),
@@ -271,7 +373,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=10, name="FindCoordinator", request="FindCoordinatorRequest", response="FindCoordinatorResponse",
+        key=ApiKey.FIND_COORDINATOR, name="FindCoordinator", request="FindCoordinatorRequest", response="FindCoordinatorResponse",
         valid_versions=(0, 6),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -280,7 +382,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=11, name="JoinGroup", request="JoinGroupRequest", response="JoinGroupResponse",
+        key=ApiKey.JOIN_GROUP, name="JoinGroup", request="JoinGroupRequest", response="JoinGroupResponse",
         valid_versions=(0, 9),
         flexible_versions=(6, 32767),
         response_flexible_versions=(6, 32767),
@@ -289,7 +391,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=12, name="Heartbeat", request="HeartbeatRequest", response="HeartbeatResponse",
+        key=ApiKey.HEARTBEAT, name="Heartbeat", request="HeartbeatRequest", response="HeartbeatResponse",
         valid_versions=(0, 4),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -298,7 +400,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=13, name="LeaveGroup", request="LeaveGroupRequest", response="LeaveGroupResponse",
+        key=ApiKey.LEAVE_GROUP, name="LeaveGroup", request="LeaveGroupRequest", response="LeaveGroupResponse",
         valid_versions=(0, 5),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -307,7 +409,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=14, name="SyncGroup", request="SyncGroupRequest", response="SyncGroupResponse",
+        key=ApiKey.SYNC_GROUP, name="SyncGroup", request="SyncGroupRequest", response="SyncGroupResponse",
         valid_versions=(0, 5),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -316,7 +418,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=15, name="DescribeGroups", request="DescribeGroupsRequest", response="DescribeGroupsResponse",
+        key=ApiKey.DESCRIBE_GROUPS, name="DescribeGroups", request="DescribeGroupsRequest", response="DescribeGroupsResponse",
         valid_versions=(0, 6),
         flexible_versions=(5, 32767),
         response_flexible_versions=(5, 32767),
@@ -325,7 +427,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=16, name="ListGroups", request="ListGroupsRequest", response="ListGroupsResponse",
+        key=ApiKey.LIST_GROUPS, name="ListGroups", request="ListGroupsRequest", response="ListGroupsResponse",
         valid_versions=(0, 5),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -334,7 +436,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=17, name="SaslHandshake", request="SaslHandshakeRequest", response="SaslHandshakeResponse",
+        key=ApiKey.SASL_HANDSHAKE, name="SaslHandshake", request="SaslHandshakeRequest", response="SaslHandshakeResponse",
         valid_versions=(0, 1),
         flexible_versions=None,
         response_flexible_versions=None,
@@ -343,7 +445,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=18, name="ApiVersions", request="ApiVersionsRequest", response="ApiVersionsResponse",
+        key=ApiKey.API_VERSIONS, name="ApiVersions", request="ApiVersionsRequest", response="ApiVersionsResponse",
         valid_versions=(0, 4),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -352,7 +454,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=19, name="CreateTopics", request="CreateTopicsRequest", response="CreateTopicsResponse",
+        key=ApiKey.CREATE_TOPICS, name="CreateTopics", request="CreateTopicsRequest", response="CreateTopicsResponse",
         valid_versions=(2, 7),
         flexible_versions=(5, 32767),
         response_flexible_versions=(5, 32767),
@@ -361,7 +463,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=20, name="DeleteTopics", request="DeleteTopicsRequest", response="DeleteTopicsResponse",
+        key=ApiKey.DELETE_TOPICS, name="DeleteTopics", request="DeleteTopicsRequest", response="DeleteTopicsResponse",
         valid_versions=(1, 6),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -370,7 +472,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=21, name="DeleteRecords", request="DeleteRecordsRequest", response="DeleteRecordsResponse",
+        key=ApiKey.DELETE_RECORDS, name="DeleteRecords", request="DeleteRecordsRequest", response="DeleteRecordsResponse",
         valid_versions=(0, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -379,7 +481,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=22, name="InitProducerId", request="InitProducerIdRequest", response="InitProducerIdResponse",
+        key=ApiKey.INIT_PRODUCER_ID, name="InitProducerId", request="InitProducerIdRequest", response="InitProducerIdResponse",
         valid_versions=(0, 6),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -388,7 +490,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=True,
     ),
     ApiInfo(
-        key=23, name="OffsetForLeaderEpoch", request="OffsetForLeaderEpochRequest", response="OffsetForLeaderEpochResponse",
+        key=ApiKey.OFFSET_FOR_LEADER_EPOCH, name="OffsetForLeaderEpoch", request="OffsetForLeaderEpochRequest", response="OffsetForLeaderEpochResponse",
         valid_versions=(2, 4),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -397,7 +499,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=24, name="AddPartitionsToTxn", request="AddPartitionsToTxnRequest", response="AddPartitionsToTxnResponse",
+        key=ApiKey.ADD_PARTITIONS_TO_TXN, name="AddPartitionsToTxn", request="AddPartitionsToTxnRequest", response="AddPartitionsToTxnResponse",
         valid_versions=(0, 5),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -406,7 +508,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=25, name="AddOffsetsToTxn", request="AddOffsetsToTxnRequest", response="AddOffsetsToTxnResponse",
+        key=ApiKey.ADD_OFFSETS_TO_TXN, name="AddOffsetsToTxn", request="AddOffsetsToTxnRequest", response="AddOffsetsToTxnResponse",
         valid_versions=(0, 4),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -415,7 +517,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=26, name="EndTxn", request="EndTxnRequest", response="EndTxnResponse",
+        key=ApiKey.END_TXN, name="EndTxn", request="EndTxnRequest", response="EndTxnResponse",
         valid_versions=(0, 5),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -424,7 +526,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=27, name="WriteTxnMarkers", request="WriteTxnMarkersRequest", response="WriteTxnMarkersResponse",
+        key=ApiKey.WRITE_TXN_MARKERS, name="WriteTxnMarkers", request="WriteTxnMarkersRequest", response="WriteTxnMarkersResponse",
         valid_versions=(1, 2),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -433,7 +535,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=28, name="TxnOffsetCommit", request="TxnOffsetCommitRequest", response="TxnOffsetCommitResponse",
+        key=ApiKey.TXN_OFFSET_COMMIT, name="TxnOffsetCommit", request="TxnOffsetCommitRequest", response="TxnOffsetCommitResponse",
         valid_versions=(0, 5),
         flexible_versions=(3, 32767),
         response_flexible_versions=(3, 32767),
@@ -442,7 +544,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=29, name="DescribeAcls", request="DescribeAclsRequest", response="DescribeAclsResponse",
+        key=ApiKey.DESCRIBE_ACLS, name="DescribeAcls", request="DescribeAclsRequest", response="DescribeAclsResponse",
         valid_versions=(1, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -451,7 +553,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=30, name="CreateAcls", request="CreateAclsRequest", response="CreateAclsResponse",
+        key=ApiKey.CREATE_ACLS, name="CreateAcls", request="CreateAclsRequest", response="CreateAclsResponse",
         valid_versions=(1, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -460,7 +562,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=31, name="DeleteAcls", request="DeleteAclsRequest", response="DeleteAclsResponse",
+        key=ApiKey.DELETE_ACLS, name="DeleteAcls", request="DeleteAclsRequest", response="DeleteAclsResponse",
         valid_versions=(1, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -469,7 +571,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=32, name="DescribeConfigs", request="DescribeConfigsRequest", response="DescribeConfigsResponse",
+        key=ApiKey.DESCRIBE_CONFIGS, name="DescribeConfigs", request="DescribeConfigsRequest", response="DescribeConfigsResponse",
         valid_versions=(1, 4),
         flexible_versions=(4, 32767),
         response_flexible_versions=(4, 32767),
@@ -478,7 +580,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=33, name="AlterConfigs", request="AlterConfigsRequest", response="AlterConfigsResponse",
+        key=ApiKey.ALTER_CONFIGS, name="AlterConfigs", request="AlterConfigsRequest", response="AlterConfigsResponse",
         valid_versions=(0, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -487,7 +589,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=34, name="AlterReplicaLogDirs", request="AlterReplicaLogDirsRequest", response="AlterReplicaLogDirsResponse",
+        key=ApiKey.ALTER_REPLICA_LOG_DIRS, name="AlterReplicaLogDirs", request="AlterReplicaLogDirsRequest", response="AlterReplicaLogDirsResponse",
         valid_versions=(1, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -496,7 +598,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=35, name="DescribeLogDirs", request="DescribeLogDirsRequest", response="DescribeLogDirsResponse",
+        key=ApiKey.DESCRIBE_LOG_DIRS, name="DescribeLogDirs", request="DescribeLogDirsRequest", response="DescribeLogDirsResponse",
         valid_versions=(1, 5),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -505,7 +607,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=36, name="SaslAuthenticate", request="SaslAuthenticateRequest", response="SaslAuthenticateResponse",
+        key=ApiKey.SASL_AUTHENTICATE, name="SaslAuthenticate", request="SaslAuthenticateRequest", response="SaslAuthenticateResponse",
         valid_versions=(0, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -514,7 +616,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=37, name="CreatePartitions", request="CreatePartitionsRequest", response="CreatePartitionsResponse",
+        key=ApiKey.CREATE_PARTITIONS, name="CreatePartitions", request="CreatePartitionsRequest", response="CreatePartitionsResponse",
         valid_versions=(0, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -523,7 +625,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=38, name="CreateDelegationToken", request="CreateDelegationTokenRequest", response="CreateDelegationTokenResponse",
+        key=ApiKey.CREATE_DELEGATION_TOKEN, name="CreateDelegationToken", request="CreateDelegationTokenRequest", response="CreateDelegationTokenResponse",
         valid_versions=(1, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -532,7 +634,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=39, name="RenewDelegationToken", request="RenewDelegationTokenRequest", response="RenewDelegationTokenResponse",
+        key=ApiKey.RENEW_DELEGATION_TOKEN, name="RenewDelegationToken", request="RenewDelegationTokenRequest", response="RenewDelegationTokenResponse",
         valid_versions=(1, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -541,7 +643,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=40, name="ExpireDelegationToken", request="ExpireDelegationTokenRequest", response="ExpireDelegationTokenResponse",
+        key=ApiKey.EXPIRE_DELEGATION_TOKEN, name="ExpireDelegationToken", request="ExpireDelegationTokenRequest", response="ExpireDelegationTokenResponse",
         valid_versions=(1, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -550,7 +652,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=41, name="DescribeDelegationToken", request="DescribeDelegationTokenRequest", response="DescribeDelegationTokenResponse",
+        key=ApiKey.DESCRIBE_DELEGATION_TOKEN, name="DescribeDelegationToken", request="DescribeDelegationTokenRequest", response="DescribeDelegationTokenResponse",
         valid_versions=(1, 3),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -559,7 +661,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=42, name="DeleteGroups", request="DeleteGroupsRequest", response="DeleteGroupsResponse",
+        key=ApiKey.DELETE_GROUPS, name="DeleteGroups", request="DeleteGroupsRequest", response="DeleteGroupsResponse",
         valid_versions=(0, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -568,7 +670,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=43, name="ElectLeaders", request="ElectLeadersRequest", response="ElectLeadersResponse",
+        key=ApiKey.ELECT_LEADERS, name="ElectLeaders", request="ElectLeadersRequest", response="ElectLeadersResponse",
         valid_versions=(0, 2),
         flexible_versions=(2, 32767),
         response_flexible_versions=(2, 32767),
@@ -577,7 +679,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=44, name="IncrementalAlterConfigs", request="IncrementalAlterConfigsRequest", response="IncrementalAlterConfigsResponse",
+        key=ApiKey.INCREMENTAL_ALTER_CONFIGS, name="IncrementalAlterConfigs", request="IncrementalAlterConfigsRequest", response="IncrementalAlterConfigsResponse",
         valid_versions=(0, 1),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -586,7 +688,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=45, name="AlterPartitionReassignments", request="AlterPartitionReassignmentsRequest", response="AlterPartitionReassignmentsResponse",
+        key=ApiKey.ALTER_PARTITION_REASSIGNMENTS, name="AlterPartitionReassignments", request="AlterPartitionReassignmentsRequest", response="AlterPartitionReassignmentsResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -595,7 +697,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=46, name="ListPartitionReassignments", request="ListPartitionReassignmentsRequest", response="ListPartitionReassignmentsResponse",
+        key=ApiKey.LIST_PARTITION_REASSIGNMENTS, name="ListPartitionReassignments", request="ListPartitionReassignmentsRequest", response="ListPartitionReassignmentsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -604,7 +706,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=47, name="OffsetDelete", request="OffsetDeleteRequest", response="OffsetDeleteResponse",
+        key=ApiKey.OFFSET_DELETE, name="OffsetDelete", request="OffsetDeleteRequest", response="OffsetDeleteResponse",
         valid_versions=(0, 0),
         flexible_versions=None,
         response_flexible_versions=None,
@@ -613,7 +715,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=48, name="DescribeClientQuotas", request="DescribeClientQuotasRequest", response="DescribeClientQuotasResponse",
+        key=ApiKey.DESCRIBE_CLIENT_QUOTAS, name="DescribeClientQuotas", request="DescribeClientQuotasRequest", response="DescribeClientQuotasResponse",
         valid_versions=(0, 1),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -622,7 +724,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=49, name="AlterClientQuotas", request="AlterClientQuotasRequest", response="AlterClientQuotasResponse",
+        key=ApiKey.ALTER_CLIENT_QUOTAS, name="AlterClientQuotas", request="AlterClientQuotasRequest", response="AlterClientQuotasResponse",
         valid_versions=(0, 1),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -631,7 +733,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=50, name="DescribeUserScramCredentials", request="DescribeUserScramCredentialsRequest", response="DescribeUserScramCredentialsResponse",
+        key=ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, name="DescribeUserScramCredentials", request="DescribeUserScramCredentialsRequest", response="DescribeUserScramCredentialsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -640,7 +742,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=51, name="AlterUserScramCredentials", request="AlterUserScramCredentialsRequest", response="AlterUserScramCredentialsResponse",
+        key=ApiKey.ALTER_USER_SCRAM_CREDENTIALS, name="AlterUserScramCredentials", request="AlterUserScramCredentialsRequest", response="AlterUserScramCredentialsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -649,7 +751,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=52, name="Vote", request="VoteRequest", response="VoteResponse",
+        key=ApiKey.VOTE, name="Vote", request="VoteRequest", response="VoteResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -658,7 +760,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=53, name="BeginQuorumEpoch", request="BeginQuorumEpochRequest", response="BeginQuorumEpochResponse",
+        key=ApiKey.BEGIN_QUORUM_EPOCH, name="BeginQuorumEpoch", request="BeginQuorumEpochRequest", response="BeginQuorumEpochResponse",
         valid_versions=(0, 1),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -667,7 +769,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=54, name="EndQuorumEpoch", request="EndQuorumEpochRequest", response="EndQuorumEpochResponse",
+        key=ApiKey.END_QUORUM_EPOCH, name="EndQuorumEpoch", request="EndQuorumEpochRequest", response="EndQuorumEpochResponse",
         valid_versions=(0, 1),
         flexible_versions=(1, 32767),
         response_flexible_versions=(1, 32767),
@@ -676,7 +778,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=55, name="DescribeQuorum", request="DescribeQuorumRequest", response="DescribeQuorumResponse",
+        key=ApiKey.DESCRIBE_QUORUM, name="DescribeQuorum", request="DescribeQuorumRequest", response="DescribeQuorumResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -685,7 +787,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=56, name="AlterPartition", request="AlterPartitionRequest", response="AlterPartitionResponse",
+        key=ApiKey.ALTER_PARTITION, name="AlterPartition", request="AlterPartitionRequest", response="AlterPartitionResponse",
         valid_versions=(2, 3),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -694,7 +796,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=57, name="UpdateFeatures", request="UpdateFeaturesRequest", response="UpdateFeaturesResponse",
+        key=ApiKey.UPDATE_FEATURES, name="UpdateFeatures", request="UpdateFeaturesRequest", response="UpdateFeaturesResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -703,7 +805,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=58, name="Envelope", request="EnvelopeRequest", response="EnvelopeResponse",
+        key=ApiKey.ENVELOPE, name="Envelope", request="EnvelopeRequest", response="EnvelopeResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -712,7 +814,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=59, name="FetchSnapshot", request="FetchSnapshotRequest", response="FetchSnapshotResponse",
+        key=ApiKey.FETCH_SNAPSHOT, name="FetchSnapshot", request="FetchSnapshotRequest", response="FetchSnapshotResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -721,7 +823,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=60, name="DescribeCluster", request="DescribeClusterRequest", response="DescribeClusterResponse",
+        key=ApiKey.DESCRIBE_CLUSTER, name="DescribeCluster", request="DescribeClusterRequest", response="DescribeClusterResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -730,7 +832,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=61, name="DescribeProducers", request="DescribeProducersRequest", response="DescribeProducersResponse",
+        key=ApiKey.DESCRIBE_PRODUCERS, name="DescribeProducers", request="DescribeProducersRequest", response="DescribeProducersResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -739,7 +841,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=62, name="BrokerRegistration", request="BrokerRegistrationRequest", response="BrokerRegistrationResponse",
+        key=ApiKey.BROKER_REGISTRATION, name="BrokerRegistration", request="BrokerRegistrationRequest", response="BrokerRegistrationResponse",
         valid_versions=(0, 4),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -748,7 +850,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=63, name="BrokerHeartbeat", request="BrokerHeartbeatRequest", response="BrokerHeartbeatResponse",
+        key=ApiKey.BROKER_HEARTBEAT, name="BrokerHeartbeat", request="BrokerHeartbeatRequest", response="BrokerHeartbeatResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -757,7 +859,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=64, name="UnregisterBroker", request="UnregisterBrokerRequest", response="UnregisterBrokerResponse",
+        key=ApiKey.UNREGISTER_BROKER, name="UnregisterBroker", request="UnregisterBrokerRequest", response="UnregisterBrokerResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -766,7 +868,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=65, name="DescribeTransactions", request="DescribeTransactionsRequest", response="DescribeTransactionsResponse",
+        key=ApiKey.DESCRIBE_TRANSACTIONS, name="DescribeTransactions", request="DescribeTransactionsRequest", response="DescribeTransactionsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -775,7 +877,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=66, name="ListTransactions", request="ListTransactionsRequest", response="ListTransactionsResponse",
+        key=ApiKey.LIST_TRANSACTIONS, name="ListTransactions", request="ListTransactionsRequest", response="ListTransactionsResponse",
         valid_versions=(0, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -784,7 +886,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=67, name="AllocateProducerIds", request="AllocateProducerIdsRequest", response="AllocateProducerIdsResponse",
+        key=ApiKey.ALLOCATE_PRODUCER_IDS, name="AllocateProducerIds", request="AllocateProducerIdsRequest", response="AllocateProducerIdsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -793,7 +895,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=68, name="ConsumerGroupHeartbeat", request="ConsumerGroupHeartbeatRequest", response="ConsumerGroupHeartbeatResponse",
+        key=ApiKey.CONSUMER_GROUP_HEARTBEAT, name="ConsumerGroupHeartbeat", request="ConsumerGroupHeartbeatRequest", response="ConsumerGroupHeartbeatResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -802,7 +904,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=69, name="ConsumerGroupDescribe", request="ConsumerGroupDescribeRequest", response="ConsumerGroupDescribeResponse",
+        key=ApiKey.CONSUMER_GROUP_DESCRIBE, name="ConsumerGroupDescribe", request="ConsumerGroupDescribeRequest", response="ConsumerGroupDescribeResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -811,7 +913,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=70, name="ControllerRegistration", request="ControllerRegistrationRequest", response="ControllerRegistrationResponse",
+        key=ApiKey.CONTROLLER_REGISTRATION, name="ControllerRegistration", request="ControllerRegistrationRequest", response="ControllerRegistrationResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -820,7 +922,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=71, name="GetTelemetrySubscriptions", request="GetTelemetrySubscriptionsRequest", response="GetTelemetrySubscriptionsResponse",
+        key=ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, name="GetTelemetrySubscriptions", request="GetTelemetrySubscriptionsRequest", response="GetTelemetrySubscriptionsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -829,7 +931,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=72, name="PushTelemetry", request="PushTelemetryRequest", response="PushTelemetryResponse",
+        key=ApiKey.PUSH_TELEMETRY, name="PushTelemetry", request="PushTelemetryRequest", response="PushTelemetryResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -838,7 +940,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=73, name="AssignReplicasToDirs", request="AssignReplicasToDirsRequest", response="AssignReplicasToDirsResponse",
+        key=ApiKey.ASSIGN_REPLICAS_TO_DIRS, name="AssignReplicasToDirs", request="AssignReplicasToDirsRequest", response="AssignReplicasToDirsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -847,7 +949,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=74, name="ListConfigResources", request="ListConfigResourcesRequest", response="ListConfigResourcesResponse",
+        key=ApiKey.LIST_CONFIG_RESOURCES, name="ListConfigResources", request="ListConfigResourcesRequest", response="ListConfigResourcesResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -856,7 +958,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=75, name="DescribeTopicPartitions", request="DescribeTopicPartitionsRequest", response="DescribeTopicPartitionsResponse",
+        key=ApiKey.DESCRIBE_TOPIC_PARTITIONS, name="DescribeTopicPartitions", request="DescribeTopicPartitionsRequest", response="DescribeTopicPartitionsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -865,7 +967,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=76, name="ShareGroupHeartbeat", request="ShareGroupHeartbeatRequest", response="ShareGroupHeartbeatResponse",
+        key=ApiKey.SHARE_GROUP_HEARTBEAT, name="ShareGroupHeartbeat", request="ShareGroupHeartbeatRequest", response="ShareGroupHeartbeatResponse",
         valid_versions=(1, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -874,7 +976,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=77, name="ShareGroupDescribe", request="ShareGroupDescribeRequest", response="ShareGroupDescribeResponse",
+        key=ApiKey.SHARE_GROUP_DESCRIBE, name="ShareGroupDescribe", request="ShareGroupDescribeRequest", response="ShareGroupDescribeResponse",
         valid_versions=(1, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -883,7 +985,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=78, name="ShareFetch", request="ShareFetchRequest", response="ShareFetchResponse",
+        key=ApiKey.SHARE_FETCH, name="ShareFetch", request="ShareFetchRequest", response="ShareFetchResponse",
         valid_versions=(1, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -892,7 +994,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=79, name="ShareAcknowledge", request="ShareAcknowledgeRequest", response="ShareAcknowledgeResponse",
+        key=ApiKey.SHARE_ACKNOWLEDGE, name="ShareAcknowledge", request="ShareAcknowledgeRequest", response="ShareAcknowledgeResponse",
         valid_versions=(1, 2),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -901,7 +1003,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=80, name="AddRaftVoter", request="AddRaftVoterRequest", response="AddRaftVoterResponse",
+        key=ApiKey.ADD_RAFT_VOTER, name="AddRaftVoter", request="AddRaftVoterRequest", response="AddRaftVoterResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -910,7 +1012,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=81, name="RemoveRaftVoter", request="RemoveRaftVoterRequest", response="RemoveRaftVoterResponse",
+        key=ApiKey.REMOVE_RAFT_VOTER, name="RemoveRaftVoter", request="RemoveRaftVoterRequest", response="RemoveRaftVoterResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -919,7 +1021,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=82, name="UpdateRaftVoter", request="UpdateRaftVoterRequest", response="UpdateRaftVoterResponse",
+        key=ApiKey.UPDATE_RAFT_VOTER, name="UpdateRaftVoter", request="UpdateRaftVoterRequest", response="UpdateRaftVoterResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -928,7 +1030,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=83, name="InitializeShareGroupState", request="InitializeShareGroupStateRequest", response="InitializeShareGroupStateResponse",
+        key=ApiKey.INITIALIZE_SHARE_GROUP_STATE, name="InitializeShareGroupState", request="InitializeShareGroupStateRequest", response="InitializeShareGroupStateResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -937,7 +1039,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=84, name="ReadShareGroupState", request="ReadShareGroupStateRequest", response="ReadShareGroupStateResponse",
+        key=ApiKey.READ_SHARE_GROUP_STATE, name="ReadShareGroupState", request="ReadShareGroupStateRequest", response="ReadShareGroupStateResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -946,7 +1048,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=85, name="WriteShareGroupState", request="WriteShareGroupStateRequest", response="WriteShareGroupStateResponse",
+        key=ApiKey.WRITE_SHARE_GROUP_STATE, name="WriteShareGroupState", request="WriteShareGroupStateRequest", response="WriteShareGroupStateResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -955,7 +1057,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=86, name="DeleteShareGroupState", request="DeleteShareGroupStateRequest", response="DeleteShareGroupStateResponse",
+        key=ApiKey.DELETE_SHARE_GROUP_STATE, name="DeleteShareGroupState", request="DeleteShareGroupStateRequest", response="DeleteShareGroupStateResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -964,7 +1066,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=87, name="ReadShareGroupStateSummary", request="ReadShareGroupStateSummaryRequest", response="ReadShareGroupStateSummaryResponse",
+        key=ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, name="ReadShareGroupStateSummary", request="ReadShareGroupStateSummaryRequest", response="ReadShareGroupStateSummaryResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -973,7 +1075,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=88, name="StreamsGroupHeartbeat", request="StreamsGroupHeartbeatRequest", response="StreamsGroupHeartbeatResponse",
+        key=ApiKey.STREAMS_GROUP_HEARTBEAT, name="StreamsGroupHeartbeat", request="StreamsGroupHeartbeatRequest", response="StreamsGroupHeartbeatResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -982,7 +1084,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=89, name="StreamsGroupDescribe", request="StreamsGroupDescribeRequest", response="StreamsGroupDescribeResponse",
+        key=ApiKey.STREAMS_GROUP_DESCRIBE, name="StreamsGroupDescribe", request="StreamsGroupDescribeRequest", response="StreamsGroupDescribeResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -991,7 +1093,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=90, name="DescribeShareGroupOffsets", request="DescribeShareGroupOffsetsRequest", response="DescribeShareGroupOffsetsResponse",
+        key=ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, name="DescribeShareGroupOffsets", request="DescribeShareGroupOffsetsRequest", response="DescribeShareGroupOffsetsResponse",
         valid_versions=(0, 1),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -1000,7 +1102,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=91, name="AlterShareGroupOffsets", request="AlterShareGroupOffsetsRequest", response="AlterShareGroupOffsetsResponse",
+        key=ApiKey.ALTER_SHARE_GROUP_OFFSETS, name="AlterShareGroupOffsets", request="AlterShareGroupOffsetsRequest", response="AlterShareGroupOffsetsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),
@@ -1009,7 +1111,7 @@ _REGISTRY = Registry(__name__, _MODULES, [
         latest_version_unstable=False,
     ),
     ApiInfo(
-        key=92, name="DeleteShareGroupOffsets", request="DeleteShareGroupOffsetsRequest", response="DeleteShareGroupOffsetsResponse",
+        key=ApiKey.DELETE_SHARE_GROUP_OFFSETS, name="DeleteShareGroupOffsets", request="DeleteShareGroupOffsetsRequest", response="DeleteShareGroupOffsetsResponse",
         valid_versions=(0, 0),
         flexible_versions=(0, 32767),
         response_flexible_versions=(0, 32767),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kafkawire import messages as _messages
 from kafkawire.records import Codec
 
+from .layout import message_fields
 from .mutations import mutate
 from .values import MessageValues, record_batches as _record_batches
 
@@ -33,6 +34,7 @@ def messages(cls_or_name, version: int, *, unknown_tags: bool = True, boundary: 
     low, high = cls.VALID_VERSIONS
     if not low <= version <= high:
         raise ValueError(f"{cls.NAME} has no version {version} (versions {low}-{high})")
+    message_fields(cls)  # load the schema data now, not in the first draw, which Hypothesis times as too slow
     return _randoms().map(lambda rng: MessageValues(
         rng, boundary=boundary, unknown_tags=0.3 if unknown_tags else 0.0, max_items=max_items).message(cls, version))
 

@@ -1,6 +1,6 @@
-"""Every ```python and ```sh example of README.md, run as written.
+"""Every ```python and ```sh example of README.md and of the docs site's pages (docs/), run as written.
 
-The examples that talk to a broker expect one on 127.0.0.1:9092: the module starts the README's own
+The examples that talk to a broker expect one on 127.0.0.1:9092: the module starts the docs' own
 ``kafkawire broker`` command there (with a fresh ``--data-dir``), and skips those examples, saying why,
 when the port is taken. Each Python example runs in a fresh interpreter (one whose tests take the pytest plugin's fixtures
 is run by pytest, with the plugin), and one that prints must print
@@ -27,7 +27,9 @@ from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, Req
 
 from paths import REPO as ROOT
 from plugin_runs import run_pytest
-README = ROOT / "README.md"
+# docs/performance.md is left out: its blocks are the commands behind its figures (benchmarks of
+# minutes, brokers started by hand on fixed ports), not examples.
+PAGES = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.md") if page.name != "performance.md")]
 BIN = Path(sys.executable).parent
 HOST, PORT = "127.0.0.1", 9092
 BROKER_COMMAND = "kafkawire broker --data-dir"
@@ -51,12 +53,15 @@ NOT_RUN = [
 ]
 
 
-def examples() -> list[tuple[str, int, str]]:
-    """(language, line, code) of every ```python and ```sh block, in README order."""
-    text = README.read_text()
+def examples() -> list[tuple[str, str, str]]:
+    """(language, where, code) of every ```python and ```sh block, page by page; ``where`` is
+    ``page:line``."""
     found = []
-    for match in re.finditer(r"^```(python|sh)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
-        found.append((match.group(1), text.count("\n", 0, match.start()) + 1, match.group(2)))
+    for page in PAGES:
+        text = page.read_text()
+        for match in re.finditer(r"^```(python|sh)\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            where = f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+            found.append((match.group(1), where, match.group(2)))
     return found
 
 
@@ -69,8 +74,8 @@ def not_run_reason(code: str) -> str | None:
 def test_every_not_run_entry_matches_an_example():
     codes = [code for _, _, code in examples()]
     for piece, _ in NOT_RUN:
-        assert any(piece in code for code in codes), f"NOT_RUN entry {piece!r} matches no README example"
-    assert sum(BROKER_COMMAND in code for code in codes) == 1
+        assert any(piece in code for code in codes), f"NOT_RUN entry {piece!r} matches no example"
+    assert len({code.strip() for code in codes if BROKER_COMMAND in code}) == 1, "one broker command, run once"
 
 
 def port_free(host: str, port: int) -> bool:
@@ -96,7 +101,7 @@ def broker(tmp_path_factory):
     if not port_free(HOST, PORT):
         yield f"{HOST}:{PORT} is in use (another broker?): the README's client examples connect there"
         return
-    (code,) = [code for _, _, code in examples() if BROKER_COMMAND in code]
+    code = next(code for _, _, code in examples() if BROKER_COMMAND in code)
     argv = shlex.split(code.strip())
     argv[argv.index("--data-dir") + 1] = str(tmp_path_factory.mktemp("readme") / "broker-data")
     assert argv[0] == "kafkawire" and argv[argv.index("--port") + 1] == str(PORT)
@@ -139,7 +144,7 @@ PYTHON = [example for example in examples() if example[0] == "python"]
 SH = [example for example in examples() if example[0] == "sh"]
 
 
-@pytest.mark.parametrize("language,line,code", PYTHON, ids=[f"line {line}" for _, line, _ in PYTHON])
+@pytest.mark.parametrize("language,line,code", PYTHON, ids=[where for _, where, _ in PYTHON])
 def test_python_example(language, line, code, broker, tmp_path):
     reason = not_run_reason(code)
     if reason:
@@ -148,17 +153,17 @@ def test_python_example(language, line, code, broker, tmp_path):
     if uses_plugin_fixtures(code):  # tests using the pytest plugin's fixtures: run by pytest, as a user would
         (tmp_path / "test_readme_example.py").write_text(code)
         done = run_pytest(tmp_path, "test_readme_example.py")
-        assert done.returncode == 0 and " passed" in done.stdout, f"README line {line}:\n{done.stdout[-3000:]}"
+        assert done.returncode == 0 and " passed" in done.stdout, f"{line}:\n{done.stdout[-3000:]}"
         return
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env=environment())
-    assert done.returncode == 0, f"README line {line}:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{line}:\n{done.stderr[-3000:]}"
     if "print(" in code:
-        assert done.stdout.strip(), f"README line {line} prints nothing (in {time.monotonic() - started:.1f} s)"
+        assert done.stdout.strip(), f"{line} prints nothing (in {time.monotonic() - started:.1f} s)"
 
 
-@pytest.mark.parametrize("language,line,code", SH, ids=[f"line {line}" for _, line, _ in SH])
+@pytest.mark.parametrize("language,line,code", SH, ids=[where for _, where, _ in SH])
 def test_sh_example(language, line, code, broker, frames_folder):
     reason = not_run_reason(code)
     if reason:
@@ -172,5 +177,5 @@ def test_sh_example(language, line, code, broker, frames_folder):
     for command in [line for line in code.splitlines() if line.strip() and not line.startswith("#")]:
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], capture_output=True, text=True,
                               timeout=120, cwd=frames_folder, env=environment())
-        assert done.returncode == 0, f"README line {line}: {command}\n{done.stderr[-3000:]}"
-        assert done.stdout.strip(), f"README line {line}: {command} printed nothing"
+        assert done.returncode == 0, f"{line}: {command}\n{done.stderr[-3000:]}"
+        assert done.stdout.strip(), f"{line}: {command} printed nothing"
