@@ -14,6 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from broker_process import BrokerProcess
+from kafkawire import cli
 from paths import REPO
 from plugin_runs import run_pytest
 
@@ -120,4 +121,5 @@ def test_installed_metadata_keeps_spark_in_the_capture_extra():
     assert not base & CAPTURE_EXTRA, stale
     assert extras.get("capture", set()) == CAPTURE_EXTRA, stale
     assert "kafkawire" in extras["test"]  # the tests' extra brings the capture extra
+    assert set(cli.CAPTURE_EXTRA) == CAPTURE_EXTRA  # what the command line checks before decode
     assert {"construct", "crc32c", "zstandard"} <= base
