@@ -16,6 +16,10 @@ from . import __version__
 from .errors import DecodeError
 
 USAGE_ERROR = 2
+# The capture extra (pyproject.toml), left out of the base install: what decode, report and the demo run
+# on, and what `show` reads remote captures with.
+CAPTURE_EXTRA = ("pyspark", "pyarrow", "pandas", "numpy")
+INSTALL_CAPTURE = "pip install 'kafkawire[capture]'"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _run(args, parser)
+    except ModuleNotFoundError as error:  # a path of another command that needs the extra (show on s3://...)
+        package = (error.name or "").partition(".")[0]
+        if package not in CAPTURE_EXTRA:
+            raise
+        return _refuse(args.command, f"needs {package}, of kafkawire's capture extra: {INSTALL_CAPTURE}")
     except BrokenPipeError:  # e.g. `kafkawire apis | head`: stop quietly, as other filters do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
@@ -127,6 +136,11 @@ def _add_broker_options(parser) -> None:
 
 
 def _run(args, parser) -> int:
+    if args.command in ("decode", "report", "demo"):
+        missing = _missing_packages(CAPTURE_EXTRA)
+        if missing:  # said before anything starts, rather than when the first of them is imported
+            return _refuse(args.command, f"needs kafkawire's capture extra ({', '.join(missing)} not "
+                                         f"installed): {INSTALL_CAPTURE}")
     if args.command == "apis":
         return _apis(args)
     if args.command == "inspect":
@@ -149,6 +163,11 @@ def _run(args, parser) -> int:
         from .demo import run
         return run(args.out)
     return 2
+
+
+def _missing_packages(names) -> list[str]:
+    import importlib.util
+    return [name for name in names if importlib.util.find_spec(name) is None]
 
 
 def _refuse(command: str, message) -> int:

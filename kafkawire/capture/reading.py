@@ -51,6 +51,10 @@ class SkippedBytes(NamedTuple):
     reason: str
 
 
+# The problems table's kinds of the runs of capture bytes the reader skipped (SkippedBytes.kind).
+CAPTURE_PROBLEMS = {CORRUPT: "corrupt_record", TRUNCATED_TAIL: "truncated_tail"}
+
+
 class ReadCounts(defaultdict):
     """The counts of one read (``stats`` keys), and the runs of bytes it skipped."""
 

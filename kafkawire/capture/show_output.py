@@ -10,7 +10,7 @@ import json
 
 from .frame_facts import FrameFacts, TopicNames, frame_facts
 from .model import KafkaFrame, Problem
-from .reading import SkippedBytes
+from .reading import CAPTURE_PROBLEMS, SkippedBytes
 from .show_filter import Candidate, FrameFilter
 
 __all__ = ["Printer"]
@@ -162,7 +162,6 @@ class Printer:
 
     def skipped(self, skip: SkippedBytes) -> None:
         """A run of capture bytes the reader gave up on (a problem of no connection, in the file)."""
-        from .table_schemas import CAPTURE_PROBLEMS  # (Arrow's import, for a capture that has such bytes)
         kind = CAPTURE_PROBLEMS[skip.kind]
         if self.keep and not self.keep.matches(Candidate(True, kind, None, None, (), (), (), False, None, None)):
             return

@@ -16,6 +16,7 @@ import pyarrow as pa
 from kafkawire.messages import apis
 
 from .bodies import arrow_type
+from .reading import CAPTURE_PROBLEMS
 from .table_sets import BODIES, FRAME_KEY
 
 __all__ = ["TABLES", "BODIES", "MESSAGES", "FRAME_KEY", "body_table", "body_schema", "schema_of", "capture_problems",
@@ -140,10 +141,6 @@ TABLES: dict[str, pa.Schema] = {
         ("authentication", pa.string()), ("sasl_error_code", pa.int16()), ("authentications", pa.int32()),
     ]),
 }
-
-
-# Problem kinds of the runs of capture bytes the reader skipped (SkippedBytes.kind).
-CAPTURE_PROBLEMS = {"corrupt": "corrupt_record", "truncated_tail": "truncated_tail"}
 
 
 def capture_problems(skipped) -> pa.Table:
