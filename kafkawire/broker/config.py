@@ -1,8 +1,9 @@
 """The broker's settings, named after Kafka's own where one exists.
 
 Each field's comment gives its Kafka property; ``BrokerConfig.from_properties`` takes those names
-(``{"queued.max.request.bytes": "104857600", ...}``) and refuses an unknown key or a bad value with the
-key named. Limits have finite defaults where Kafka's are unbounded, so that one client cannot exhaust
+(``{"queued.max.request.bytes": "104857600", ...}``) and refuses a bad value with the key named, and the
+keys Kafka 4.3 does not define, all named in one error; the Kafka keys with no effect in one process
+are accepted and kept in ``ignored_properties``. Limits have finite defaults where Kafka's are unbounded, so that one client cannot exhaust
 the broker's memory or descriptors (``queued.max.request.bytes``, ``max.broker.partitions``).
 """
 from __future__ import annotations

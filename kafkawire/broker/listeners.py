@@ -82,7 +82,7 @@ def parse_listeners(listeners: str, advertised: str | None = None, protocol_map:
     missing = [name for name in controllers if name not in {name for name, _, _ in found}]
     if missing:  # a combined broker and controller listens on its controller listeners
         raise ValueError(f"controller.listener.names: {', '.join(missing)} not in listeners")
-    if len(controllers) == len(found):
+    if all(name in controllers for name, _, _ in found):
         raise ValueError("listeners: every listener is a controller listener; a broker listener is needed")
     result = []
     for name, host, port in found:
