@@ -19,18 +19,21 @@ READY = re.compile(r"kafkawire broker on (\S+):(\d+)")
 
 
 class BrokerProcess:
-    """``kafkawire broker`` in a subprocess on ``--port 0``; the port is parsed from its ready line."""
+    """``kafkawire broker`` in a subprocess on ``--port 0``; the port is parsed from its ready line, and
+    ``lines`` keeps what it printed before it (stdout and stderr)."""
 
     def __init__(self, data_dir: Path, *extra: str):
         self.proc = subprocess.Popen(
             [str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", "--no-auto-create",
              "--segment-bytes", str(SEGMENT_BYTES), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0)  # unbuffered: select sees every line
         deadline, line = time.monotonic() + 15, b""
+        self.lines: list[str] = []
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if ready:
                 line = self.proc.stdout.readline()
+                self.lines.append(line.decode(errors="replace"))
                 found = READY.search(line.decode(errors="replace"))
                 if found:
                     self.port = int(found.group(2))

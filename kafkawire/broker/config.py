@@ -1,8 +1,9 @@
 """The broker's settings, named after Kafka's own where one exists.
 
 Each field's comment gives its Kafka property; ``BrokerConfig.from_properties`` takes those names
-(``{"queued.max.request.bytes": "104857600", ...}``) and refuses an unknown key or a bad value with the
-key named. Limits have finite defaults where Kafka's are unbounded, so that one client cannot exhaust
+(``{"queued.max.request.bytes": "104857600", ...}``) and refuses a bad value with the key named, and the
+keys Kafka 4.3 does not define, all named in one error; the Kafka keys with no effect in one process
+are accepted and kept in ``ignored_properties``. Limits have finite defaults where Kafka's are unbounded, so that one client cannot exhaust
 the broker's memory or descriptors (``queued.max.request.bytes``, ``max.broker.partitions``).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .consumer_group_assignors import ASSIGNORS
+from .kafka_properties import known_kafka_property
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from typing import Any
 
@@ -79,6 +81,18 @@ class BrokerConfig:
     listeners: str | None = None
     advertised_listeners: str | None = None  # advertised.listeners, by listener name
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP  # listener.security.protocol.map
+    # controller.listener.names: listeners that answer as a KRaft controller answers clients (ApiVersions,
+    # DescribeCluster of the controllers, the admin APIs Kafka's controller serves); PLAINTEXT unless
+    # listener.security.protocol.map names their protocol
+    controller_listener_names: str = ""
+    # socket.send.buffer.bytes, socket.receive.buffer.bytes: SO_SNDBUF of accepted connections and
+    # SO_RCVBUF of the listening sockets (which connections inherit); -1 leaves the OS's (the default
+    # here, so that the OS tunes them; Kafka's is 102400, as its stock server.properties sets them)
+    socket_send_buffer_bytes: int = -1
+    socket_receive_buffer_bytes: int = -1
+    # the Kafka properties given that have no effect in one process (num.io.threads, ...), as
+    # from_properties found them: the broker names them in one line at start
+    ignored_properties: tuple[str, ...] = ()
     # the ssl.*, sasl.* and listener.name.<listener>.* settings, the authorizer's (authorizer.class.name,
     # super.users, allow.everyone.if.no.acl.found) and connections.max.reauth.ms, by Kafka name; read by
     # broker.security
@@ -135,6 +149,9 @@ class BrokerConfig:
         for address, limit in self.max_connections_per_ip_overrides.items():
             if limit < 0:
                 raise ValueError(f"max.connections.per.ip.overrides: {address}:{limit} is negative")
+        for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes"):
+            if getattr(self, name) < -1 or getattr(self, name) == 0:
+                raise ValueError(f"{_KAFKA_NAME[name]} must be positive or -1 (the OS's), not {getattr(self, name)}")
 
     @property
     def consumer_assignors(self) -> tuple[str, ...]:
@@ -149,11 +166,15 @@ class BrokerConfig:
 
     @classmethod
     def from_properties(cls, properties: dict[str, str], **settings: Any) -> "BrokerConfig":
-        """A config from Kafka property names (values as text), plus keyword settings by field name."""
+        """A config from Kafka property names (values as text), plus keyword settings by field name.
+
+        Every key Kafka 4.3 defines is accepted: those with no effect here are kept in
+        ``ignored_properties``; the keys Kafka does not know are refused, all named in one ValueError."""
         from .topic_configs import BROKER_LOG_CONFIGS  # it builds on this module
         values = dict(settings)
         security = dict(values.pop("security", {}))
         log_configs = dict(values.pop("log_configs", {}))
+        ignored, unknown = [], []
         for key, text in properties.items():
             name = PROPERTIES.get(key)
             if name is not None:
@@ -162,16 +183,28 @@ class BrokerConfig:
                 security[key] = str(text)
             elif key in BROKER_LOG_CONFIGS:
                 log_configs[key] = str(text).strip()
+            elif key in _CHECKED_ONLY:
+                _CHECKED_ONLY[key](str(text).strip())
+            elif known_kafka_property(key):
+                ignored.append(key)
             else:
-                raise ValueError(f"unknown broker setting {key!r}")
-        return cls(security=security, log_configs=log_configs, **values)
+                unknown.append(key)
+        if unknown:
+            raise ValueError(f"unknown broker setting{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, sorted(unknown)))}: not a Kafka 4.3 broker property")
+        if "broker.id" in properties:  # Kafka's older name of node.id: both given, they must agree
+            broker_id = _parse("broker.id", "node_id", str(properties["broker.id"]))
+            if "node.id" in properties and broker_id != values["node_id"]:
+                raise ValueError(f"broker.id {broker_id} and node.id {values['node_id']} must be the same")
+            values["node_id"] = broker_id
+        return cls(security=security, log_configs=log_configs, ignored_properties=tuple(sorted(ignored)), **values)
 
     def listener_list(self) -> list[Listener]:
         """The listeners (``listeners``, or one PLAINTEXT listener on ``host`` and ``port``)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         listeners = self.listeners or f"PLAINTEXT://{host}:{self.port}"
         return parse_listeners(listeners, self.advertised_listeners, self.listener_security_protocol_map,
-                               self.advertised)
+                               self.advertised, self.controller_listener_names)
 
 
 # Kafka property -> BrokerConfig field, for the settings that have a Kafka name.
@@ -205,8 +238,22 @@ PROPERTIES = {
     "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms", "log.cleaner.threads": "log_cleaner_threads",
     "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
-    "telemetry.max.bytes": "telemetry_max_bytes",
+    "telemetry.max.bytes": "telemetry_max_bytes", "controller.listener.names": "controller_listener_names",
+    "socket.send.buffer.bytes": "socket_send_buffer_bytes", "socket.receive.buffer.bytes": "socket_receive_buffer_bytes",
 }
+
+
+def _process_roles(text: str) -> None:
+    roles = [role.strip() for role in text.split(",") if role.strip()]
+    if not set(roles) <= {"broker", "controller"} or len(set(roles)) != len(roles):
+        raise ValueError(f"process.roles: {text!r} is not broker, controller or broker,controller")
+    if "broker" not in roles:  # a controller alone would serve no client data
+        raise ValueError(f"process.roles: kafkawire runs a broker (and its controller), not {text!r}")
+
+
+# Kafka properties that describe how kafkawire already runs (a combined broker and controller):
+# checked, then nothing more to do.
+_CHECKED_ONLY = {"process.roles": _process_roles}
 
 # The security settings kept by name in BrokerConfig.security (and, prefixed with listener.name.<listener>.,
 # per listener; JAAS also per mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config).

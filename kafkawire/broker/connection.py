@@ -23,6 +23,7 @@ from ..error_codes import ErrorCode
 from ..errors import DecodeError
 from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
 from ..sasl.redact import redact_token
+from .apis.controller_listener import CONTROLLER_APIS
 from .apis.produce import CLOSE_CONNECTION
 from .apis.state import RequestContext
 from .error_responses import error_response
@@ -161,6 +162,8 @@ class Connection:
             return False
         handlers = self.broker.handlers
         served = handlers.versions.get(api_key) if handlers is not None else None
+        if self.listener.controller and api_key not in CONTROLLER_APIS:  # not enabled on a controller listener
+            served = None
         if api_key == _API_VERSIONS and served is not None and version > served[1]:
             body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
                 m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])

@@ -2,6 +2,8 @@
 ``advertised.listeners`` (what Metadata tells clients, per listener name) and
 ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``; the names PLAINTEXT, SSL, SASL_PLAINTEXT and
 SASL_SSL map to themselves by default). An empty host listens on every interface; port 0 picks one.
+The listeners ``controller.listener.names`` names answer as a KRaft controller's do; they come after
+the broker's listeners, and are PLAINTEXT when the protocol map is left at its default (as Kafka's).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class Listener:
     port: int  # 0 = any free port; the server sets the bound one
     advertised_host: str
     advertised_port: int | None = None  # None: the bound port
+    controller: bool = False  # named in controller.listener.names
 
     @property
     def tls(self) -> bool:
@@ -56,10 +59,11 @@ def _endpoints(text: str, key: str) -> list[tuple[str, str, int]]:
 
 
 def parse_listeners(listeners: str, advertised: str | None = None, protocol_map: str = DEFAULT_PROTOCOL_MAP,
-                    default_advertised_host: str = "127.0.0.1") -> list[Listener]:
-    """The listeners in order (the first is the one ``Broker.bootstrap`` names); raises ValueError with
-    the key named."""
-    protocols = {}
+                    default_advertised_host: str = "127.0.0.1", controller_names: str = "") -> list[Listener]:
+    """The listeners in order, the broker's first (the first is the one ``Broker.bootstrap`` names);
+    raises ValueError with the key named."""
+    controllers = [name.strip().upper() for name in controller_names.split(",") if name.strip()]
+    protocols = {name: "PLAINTEXT" for name in controllers} if protocol_map == DEFAULT_PROTOCOL_MAP else {}
     for item in (part.strip() for part in protocol_map.split(",")):
         if not item:
             continue
@@ -75,6 +79,11 @@ def parse_listeners(listeners: str, advertised: str | None = None, protocol_map:
     unknown = set(advertised_by_name) - {name for name, _, _ in found}
     if unknown:
         raise ValueError(f"advertised.listeners: {sorted(unknown)} are not in listeners")
+    missing = [name for name in controllers if name not in {name for name, _, _ in found}]
+    if missing:  # a combined broker and controller listens on its controller listeners
+        raise ValueError(f"controller.listener.names: {', '.join(missing)} not in listeners")
+    if all(name in controllers for name, _, _ in found):
+        raise ValueError("listeners: every listener is a controller listener; a broker listener is needed")
     result = []
     for name, host, port in found:
         if name not in protocols:
@@ -85,4 +94,5 @@ def parse_listeners(listeners: str, advertised: str | None = None, protocol_map:
                                    advertised_port or None))
         else:
             result.append(Listener(name, protocols[name], host, port, host or default_advertised_host))
-    return result
+        result[-1].controller = name in controllers
+    return sorted(result, key=lambda listener: listener.controller)  # (a stable sort)

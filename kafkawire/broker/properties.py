@@ -1,17 +1,22 @@
 """Java ``.properties`` files, as ``kafka-server-start.sh server.properties`` reads them
-(``java.util.Properties.load``): ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!``
-comments; a backslash at the end of a line continues it; ``\\t``, ``\\n``, ``\\uXXXX`` and escaped
-separators in keys and values."""
+(``java.util.Properties.load`` of a byte stream): ISO-8859-1 text; ``key=value``, ``key: value`` or
+``key value``; ``#`` and ``!`` comments; lines ending in an odd number of backslashes go on in the
+next (its leading blanks dropped); ``\\t``, ``\\n``, ``\\uXXXX`` and escaped separators in keys and
+values. Lines end at ``\\n``, ``\\r`` or ``\\r\\n`` only."""
 from __future__ import annotations
+
+import re
 
 __all__ = ["parse_properties", "read_properties"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 
 
 def read_properties(path) -> dict[str, str]:
-    with open(path, encoding="utf-8") as handle:
-        return parse_properties(handle.read())
+    with open(path, "rb") as handle:
+        return parse_properties(handle.read().decode("iso-8859-1"))
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -24,7 +29,7 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def _logical_lines(text: str):
     pending = ""
-    for raw in text.splitlines():
+    for raw in _LINE_END.split(text):
         line = raw.lstrip(" \t\f")
         if not pending and (not line or line[0] in "#!"):
             continue
@@ -67,13 +72,13 @@ def _unescape(text: str) -> str:
             index += 1
             continue
         following = text[index + 1]
-        if following == "u" and index + 6 <= len(text):
-            try:
-                out.append(chr(int(text[index + 2:index + 6], 16)))
-                index += 6
-                continue
-            except ValueError:
-                raise ValueError(f"malformed \\uxxxx escape in {text!r}") from None
+        if following == "u":
+            digits = text[index + 2:index + 6]
+            if not _HEX4.fullmatch(digits):  # Java's "Malformed \\uxxxx encoding."
+                raise ValueError(f"malformed \\uxxxx escape in {text!r}")
+            out.append(chr(int(digits, 16)))
+            index += 6
+            continue
         out.append(_ESCAPES.get(following, following))
         index += 2
     return "".join(out)

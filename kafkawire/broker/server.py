@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 import time
 from typing import Any, cast
 
@@ -167,6 +168,9 @@ class Broker:
             self.cleaner.load()
             self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
+        if self.config.ignored_properties:  # accepted as Kafka's, named once so nobody expects them to work
+            log.warning("Kafka settings with no effect in one kafkawire process: %s",
+                        ", ".join(self.config.ignored_properties))
         log.info("kafkawire broker listening on %s", self.bootstrap)
 
     async def _listen(self) -> None:
@@ -176,6 +180,9 @@ class Broker:
             port = self.ports.get(listener.name, listener.port)
             server = await asyncio.start_server(functools.partial(self._serve, listener, security),
                                                 listener.host or None, port, ssl=security.ssl_context)
+            if self.config.socket_receive_buffer_bytes != -1:  # as Kafka: on the listening socket, inherited
+                for sock in server.sockets:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.socket_receive_buffer_bytes)
             self._servers.append(server)
             self.ports[listener.name] = server.sockets[0].getsockname()[1]
 
@@ -352,6 +359,10 @@ class Broker:
         if not self.limits.admit(host):
             writer.close()
             return
+        if self.config.socket_send_buffer_bytes != -1:  # socket.send.buffer.bytes, as Kafka sets it on accept
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer_bytes)
         task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
         try:
             connection = Connection(self, listener, security, reader, writer, asyncio.get_running_loop().time())

@@ -50,6 +50,8 @@ NOT_RUN = [
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
     ("kafkawire cluster --brokers", "a server: tests/cli/test_cli_cluster.py runs it and drives its control socket"),
+    ("--config config/server.properties", "servers on Kafka's fixed ports: tests/broker/test_broker_server_properties.py "
+                                          "starts both files with their ports and folders overridden"),
 ]
 
 

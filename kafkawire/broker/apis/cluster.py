@@ -6,6 +6,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..error_responses import error_response
 from ..security.acls import Operation, ResourceType
+from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext
 
 __all__ = ["ClusterApis"]
@@ -21,7 +22,8 @@ class ClusterApis:
 
     async def api_versions(self, request, version: int, context: RequestContext):
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(self.state.versions.items())]
+                for key, (low, high) in sorted(self.state.versions.items())
+                if key in CONTROLLER_APIS or not context.listener.controller]
         response = m.ApiVersionsResponse(error_code=0, api_keys=keys)
         if version >= 3:  # the features clients look at: transaction.version picks KIP-890's protocol
             level = self.config.transaction_version
@@ -33,6 +35,8 @@ class ClusterApis:
         return response
 
     async def describe_cluster(self, request, version: int, context: RequestContext):
+        if context.listener.controller:
+            return describe_controllers(self.state, request, version, context)
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             return m.DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                              error_message="Cluster authorization failed.",
