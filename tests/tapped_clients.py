@@ -8,7 +8,8 @@ from pathlib import Path
 from broker_harness import BrokerThread
 
 
-def confluent_round_trip(folder: Path, topic: str, records: int = 20, capture_name: str = "tap.pcapng") -> tuple[Path, int]:
+def confluent_round_trip(folder: Path, topic: str, records: int = 20,
+                         capture_name: str = "tap.pcapng") -> tuple[Path, int]:
     """(capture, broker port): the tap while confluent-kafka (librdkafka: Fetch v13+, topics by id)
     produces ``records`` records to ``topic`` (two partitions) and a group consumer reads them back."""
     from confluent_kafka import Consumer, Producer

@@ -2,8 +2,9 @@
 problems its decoding found, for ``kafkawire show``'s one line per frame.
 
 Topics are found through the message schemas, for every API alike (``topic_names.topic_structs``); a
-topic named by id only gets the name the responses read so far paired with that id. Records blobs (Produce requests, Fetch responses) are read by batch
-header, as the capture job's joins read them, and a blob that does not read is the same problem.
+topic named by id only gets the name the responses read so far paired with that id. Records blobs
+(Produce requests, Fetch responses) are read by batch header, as the capture job's joins read them,
+and a blob that does not read is the same problem.
 """
 from __future__ import annotations
 

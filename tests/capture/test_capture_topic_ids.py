@@ -4,8 +4,8 @@
   broker) produces to ``orders`` and consumes it. ``kafkawire show --filter 'api=Fetch topic=orders'``
   lists its fetches by name, and the decoded tables (no Spark: the job's stage 2 and its driver's
   naming, in process) have the name in every Fetch row.
-- The same capture cut to start at the first Fetch (no Metadata): show says "unknown topic id" and the
-  tables keep the id with a null topic.
+- The same capture cut to start at the first Fetch and end before any later Metadata request: show says
+  "unknown topic id" and the tables keep the id with a null topic.
 - A synthetic capture whose Metadata answer comes after the fetches, on a connection the decoding task
   reads after the fetches': ``show`` (streaming) uses what it knew when it printed each line, the tables
   name every row (the job's join at the end).
@@ -25,7 +25,9 @@ from capture_in_process import decode_in_process
 from capture_synthetic import late_topic_names
 from kafkawire import messages as m
 from kafkawire.capture.packets import iter_packets
-from kafkawire.capture.model import ORDER_STRIDE
+from kafkawire.capture.model import ORDER_STRIDE, KafkaFrame
+from kafkawire.capture.streaming import CaptureStream
+from kafkawire.capture.topic_names import names_ids
 from kafkawire.cli import main
 from tapped_clients import confluent_round_trip
 
@@ -87,22 +89,19 @@ def test_the_tables_name_librdkafkas_fetches(tapped, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def mid_stream(tapped_at) -> Path:
-    """The tap's capture from the first Fetch request on (the file's header blocks kept): a capture
-    started late, with no Metadata."""
-    tapped, port = tapped_at
-    first_packet = first_fetch = None
-    for packet in iter_packets(str(tapped)):
-        offset = packet.order % ORDER_STRIDE
-        first_packet = offset if first_packet is None else first_packet
-        payload = bytes(packet.payload)
-        if packet.dport == port and len(payload) >= 6 and int.from_bytes(payload[4:6], "big") == FETCH:
-            first_fetch = offset
-            break
-    assert first_packet is not None and first_fetch is not None
+def mid_stream(tapped) -> Path:
+    """The tap's capture from its first Fetch request up to the next request whose answer names topic
+    ids (the file's header blocks kept): a capture started late, without a name for any id."""
+    frames = [f for f in CaptureStream([str(tapped)], None) if isinstance(f, KafkaFrame) and f.direction == "request"]
+    start = min(f.ts_ns for f in frames if f.api_key == FETCH)
+    end = min((f.ts_ns for f in frames if f.ts_ns > start and names_ids(f.api_key, f.api_version)), default=None)
+    offsets = [(p.ts_ns, p.order % ORDER_STRIDE) for p in iter_packets(str(tapped))]
+    first = offsets[0][1]
+    cut_from = next(offset for ts, offset in offsets if ts >= start)
+    cut_to = next((offset for ts, offset in offsets if end is not None and ts >= end), None)
     data = tapped.read_bytes()
     cut = tapped.with_name("mid-stream.pcapng")
-    cut.write_bytes(data[:first_packet] + data[first_fetch:])
+    cut.write_bytes(data[:first] + data[cut_from:cut_to])
     return cut
 
 

@@ -7,8 +7,8 @@ is run by pytest, with the plugin), and one that prints must print
 something (the README's consumer once printed nothing: its first poll came back empty). The ``sh``
 examples run in bash with the venv's scripts first on PATH, in a folder holding the frames they name
 (``request.bin``, ``response.bin``, ``request.hex``, and ``capture.pcapng``: the broker's tap while
-confluent-kafka produces to ``orders`` and reads it back). ``NOT_RUN`` lists the examples left out, each with
-its reason; an entry that matches no example fails, so the list cannot go stale.
+confluent-kafka produces to ``orders`` and reads it back). ``NOT_RUN`` lists the examples left out,
+each with its reason; an entry that matches no example fails, so the list cannot go stale.
 """
 from __future__ import annotations
 
