@@ -77,14 +77,22 @@ class TopicNames:
 def topic_structs(body, version: int) -> Iterator[TopicStruct]:
     """The structs of ``body`` (read at ``version``) that name a topic, in body order."""
     for spec, item in _walk(body, _plan(body.NAME)):
+        topic_field, id_field = _fields_at(spec, version)
         name = topic_id = None
-        if spec.topic_field is not None and versions_contain(spec.topic_versions, version):
-            name = getattr(item, spec.topic_field, None)
+        if topic_field is not None:
+            name = getattr(item, topic_field, None)
             name = name if _present(name) and name != "" else None
-        if spec.id_field is not None and versions_contain(spec.id_versions, version):
-            value = getattr(item, spec.id_field, None)
+        if id_field is not None:
+            value = getattr(item, id_field, None)
             topic_id = str(value) if _present(value) and value.int else None  # zero: no id
         yield TopicStruct(name, topic_id, spec.partitions, item)
+
+
+@lru_cache(maxsize=None)
+def _fields_at(spec: _Spec, version: int) -> tuple[str | None, str | None]:
+    """The spec's name and id fields that ``version`` carries."""
+    return (spec.topic_field if spec.topic_field and versions_contain(spec.topic_versions, version) else None,
+            spec.id_field if spec.id_field and versions_contain(spec.id_versions, version) else None)
 
 
 def names_ids(api_key: int | None, version: int | None) -> bool:
@@ -109,9 +117,7 @@ def _pairs_names(message: str, version: int) -> bool:
     """Whether ``message`` at ``version`` has a struct with both a topic's name and its id."""
     if not message.endswith("Response"):
         return False
-    return any(spec.topic_field is not None and spec.id_field is not None
-               and versions_contain(spec.topic_versions, version) and versions_contain(spec.id_versions, version)
-               for spec in _specs(_plan(message)))
+    return any(None not in _fields_at(spec, version) for spec in _specs(_plan(message)))
 
 
 def _specs(plan) -> Iterator[_Spec]:
