@@ -307,6 +307,25 @@ def build_synthetic(folder: Path) -> Synthetic:
     return Synthetic(path, talk, scenarios, limits)
 
 
+def late_topic_names(path: Path, topic_id, topic: str = "orders", records: int = 3) -> Path:
+    """A Fetch v13 of ``topic_id`` (``records`` records) on one connection, then, on another, the
+    Metadata answer that names the id: the fetching connection first in time and in key order (the order
+    a decoding task reads connections in)."""
+    fetching = Talk("fetcher")
+    fetching.add(m.FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
+        topic_id=topic_id, partitions=[m.FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                                      partition_max_bytes=1 << 20)])]), 13,
+        m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[
+            m.FetchResponse.PartitionData(partition_index=0, high_watermark=records,
+                                          records=records_blob(0, records))])]))
+    naming = Talk("admin")
+    naming.add(m.MetadataRequest(topics=None), 12, m.MetadataResponse(topics=[
+        m.MetadataResponse.MetadataResponseTopic(name=topic, topic_id=topic_id, partitions=[
+            m.MetadataResponse.MetadataResponsePartition(partition_index=0)])]))
+    write_pcapng(path, restamped([s.block for s in packets_of(fetching, 40000) + packets_of(naming, 50000)]))
+    return path
+
+
 def rotated_series(synthetic: Synthetic, folder: Path, per_file: int = 25) -> list[Path]:
     """The capture as tcpdump -C would rotate it: name, name1, name2, ... each a whole pcapng file."""
     folder.mkdir(exist_ok=True)

@@ -48,7 +48,6 @@ from .table_schemas import BODIES, TABLES, body_schema, body_table, latency_ms, 
 __all__ = ["TableBatcher", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
 PRODUCE, FETCH = 0, 1
-_NAMING_RESPONSES = (3, 19)  # Metadata and CreateTopics responses pair topic names with topic ids
 DEFAULT_MAX_ROWS = 8192
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # Python values held per table before a batch is emitted
 
@@ -170,8 +169,8 @@ class TableBatcher:
         problem = decode_problem(frame, decoded)  # undecodable, trailing_bytes
         if problem is not None:
             self._problem(problem)
-        if frame.api_key in _NAMING_RESPONSES and frame.direction == "response" and decoded.body is not None:
-            self.topic_names.learn(decoded.body)
+        if frame.direction == "response" and decoded.body is not None:
+            self.topic_names.learn(decoded.body, decoded.version)
         if not self._joins or frame.api_key not in (PRODUCE, FETCH):
             return
         if frame.direction == "request":

@@ -11,6 +11,9 @@ latency from its request and the error codes it carries (``ok`` for none). ``--f
 prints frame N (the first column: frames are numbered in the order they are read, filters or not)
 with its whole body, then stops.
 
+A topic named by id only (Fetch and Produce v13+) shows by the name the responses read so far paired
+with its id (``topic_names``), as "(unknown topic id ...)" before any did: a line is printed as it is read.
+
 It suits captures up to a few hundred MB; above ``SPARK_ADVISED_BYTES`` it says that ``kafkawire decode``
 (Spark, every core, tables to query) serves better, and goes on.
 """

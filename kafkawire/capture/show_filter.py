@@ -5,7 +5,8 @@ An expression is terms separated by spaces, all of which must hold; a term is ``
 
     api=Fetch,3          the API, by name (any case) or key
     client=rdkafka       the client id (a substring of it) or the client's endpoint (ip:port, or its ip)
-    topic=orders         a topic the frame names (its name, or its id as text)
+    topic=orders         a topic the frame names (its name, or its id as text; a topic named by id
+                         has the name a response read before it paired with the id)
     error                a response with a non-zero error code anywhere, or a frame that does not decode
     error=6,NOT_LEADER_OR_FOLLOWER   a response carrying one of these error codes (number or Kafka's name)
     corr=12              the correlation id

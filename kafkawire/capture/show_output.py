@@ -12,6 +12,7 @@ from .frame_facts import FrameFacts, TopicNames, frame_facts
 from .model import KafkaFrame, Problem
 from .reading import CAPTURE_PROBLEMS, SkippedBytes
 from .show_filter import Candidate, FrameFilter
+from .topic_names import names_ids, topic_label
 
 __all__ = ["Printer"]
 
@@ -56,8 +57,8 @@ class Printer:
         self.frames += 1
         number = self.frames
         if self.detail is not None and number != self.detail:
-            if frame.api_key in (3, 19):  # topic names by id, for the frame asked for
-                frame_facts(frame, self.names)
+            if frame.direction == "response" and names_ids(frame.api_key, frame.api_version):
+                frame_facts(frame, self.names)  # topic names by id, for the frame asked for
             return False
         facts = frame_facts(frame, self.names)
         if self.detail is None:
@@ -180,7 +181,7 @@ class Printer:
 def _topics_text_of(record: dict) -> str:
     parts = []
     for topic in record["topics"]:
-        name = topic["topic"] if topic["topic"] is not None else topic["topic_id"]
+        name = topic_label(topic["topic"], topic["topic_id"])
         partitions = topic["partitions"]
         parts.append(f"{name}[{','.join(str(p) for p in partitions)}]" if partitions else str(name))
     if len(parts) > 4:

@@ -20,13 +20,15 @@ __all__ = ["decode_partition", "connections_of"]
 
 
 def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, records: bool,
-                     task: tuple[int, int] | None = None):
+                     task: tuple[int, int] | None = None, names=None):
     """Stage 2's task body (a closure so the options travel to the workers): decodes the partition's
     connections from its chunk rows, sorted by (connection, first order), writes the table rows under
     ``out`` and yields (table, file relative to ``out``, rows) for each Parquet file written.
 
     ``files`` are the run's captures by file index; ``out`` an absolute path or a URI. ``task`` is
     (partition id, attempt id), by default the running Spark task's (given when run without Spark).
+    ``names`` (an accumulator of ``topic_join.TopicIdNames``, or anything with ``add(dict)``) gets the
+    topic names by id that the task's responses paired, for ``topic_join.name_topics``.
     """
     def run(rows):
         if task is None:  # a Spark worker, which runs task after task: see worker_memory
@@ -44,6 +46,8 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
                     written.write(table, batch)
             for table, batch in batcher.finish():
                 written.write(table, batch)
+        if names is not None and batcher.topic_names.names:
+            names.add(dict(batcher.topic_names.names))
         yield from written.files
     return run
 

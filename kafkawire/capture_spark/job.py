@@ -32,6 +32,11 @@ comes from the Spark partition id and a sequence number within the task
 starting with ``.``) and renamed into place, so an attempt that runs again rewrites the same names,
 and identical input gives identical files.
 
+A topic that a request or response names by id only (Produce and Fetch v13+) gets its name from the
+responses that pair ids with names (Metadata...): in stage 2 from those its task has read so far, then
+on the driver from every task's (``topic_join``: a part file with ids its task met before their names
+is rewritten).
+
 On a cluster, the captures and ``--out`` must be on a file system that every worker (and the driver)
 sees by the same path: tasks open the captures by path in both stages and write the tables by path.
 Both may also be URIs that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...): a
@@ -59,6 +64,7 @@ from .part_files import part_file_name
 from .progress import Progress
 from .plan import CapturePlan, ConnectionPartitioner, balanced_partitions, plan_captures
 from .read_stage import ConnectionBytes, ReadStats, read_splits
+from .topic_join import TopicIdNames, name_topics
 
 __all__ = ["decode", "DecodeResult"]
 
@@ -131,6 +137,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     partitioner = ConnectionPartitioner(balanced_partitions(captures.sampled_bytes, partitions))
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
     reads = context.accumulator(({}, {}), ReadStats())
+    names = context.accumulator({}, TopicIdNames())
     readers = min(len(splits), _tasks(input_bytes, READ_TASK_BYTES, cores))
     local_master = context.master.startswith("local")  # the shuffle stays on this machine
     shown = Progress(progress, input_bytes).begin(context) if progress is not None else contextlib.nullcontext()
@@ -138,8 +145,9 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
         written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
                    .mapPartitions(read_splits(splits, sizes, reads, carry_remote=local_master))
                    .repartitionAndSortWithinPartitions(partitions, partitioner)
-                   .mapPartitions(decode_partition(files, location, ports, records))
+                   .mapPartitions(decode_partition(files, location, ports, records, names=names))
                    .collect())
+    name_topics(location, written, names.value)  # ids a task met before (or without) their names
 
     result = DecodeResult(out, [display_name(path) for path in files], len(splits), input_bytes, len(sizes.value), sum(sizes.value.values()),
                           partitions, context.master)

@@ -562,9 +562,9 @@ def test_topic_names_are_bounded():
     names = TopicNames(limit=2)
     ids = [uuid.uuid4() for _ in range(3)]
     for n, topic_id in enumerate(ids):
-        names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name=f"t{n}", topic_id=topic_id),)))
+        names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name=f"t{n}", topic_id=topic_id),)), 12)
     assert [names.get(str(i)) for i in ids] == [None, "t1", "t2"]
-    names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name="x"),)))  # no id: nothing
+    names.learn(MetadataResponse(topics=(MetadataResponse.MetadataResponseTopic(name="x"),)), 12)  # no id: nothing
     assert len(names.names) == 2
 
 

@@ -8,6 +8,7 @@
   tshark 4.0 knows its versions) has every PDU tshark decodes, with the same API, version and correlation
   id, and the same topics and partitions for Produce and Fetch.
 - Filters by API, client, topic, error, correlation id, direction and problem kind, and bad ones.
+- A topic named by id before any response named the id: show (streaming) says so, the job's tables name it.
 
 The job's Spark session is the shared fixture (conftest): one per module.
 """
@@ -29,7 +30,7 @@ pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
 from broker_harness import BrokerThread  # noqa: E402
-from capture_synthetic import build_synthetic  # noqa: E402
+from capture_synthetic import build_synthetic, late_topic_names  # noqa: E402
 from loopback_capture import served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from kafkawire.capture.inputs import expand_inputs  # noqa: E402
 from kafkawire.capture.kafka_connection import decode_connection  # noqa: E402
@@ -298,6 +299,18 @@ def test_show_agrees_with_tshark(real):
     assert all(f["decode_error"] is None for f in frames)
     records = sum(f["records"] or 0 for f in frames if f["api_key"] == PRODUCE)
     assert records == 20 and sum(f["records"] or 0 for f in frames if f["api_key"] == FETCH) >= 20
+
+
+def test_the_job_names_topics_met_by_id_before_their_names(spark, workdir):
+    import uuid
+    topic_id = uuid.uuid4()
+    capture = late_topic_names(workdir / "late-names.pcapng", topic_id, "orders")
+    frames, _ = show_json(capture)
+    assert {t["topic"] for f in frames if f["api_key"] == FETCH for t in f["topics"]} == {None}
+    out = workdir / "late-names-tables"
+    job.decode(spark, [str(capture)], str(out), records=True, partitions=2)
+    assert [(r["topic"], r["topic_id"]) for r in table(out, "fetches")] == [("orders", str(topic_id))]
+    assert {(r["topic"], r["topic_id"]) for r in table(out, "records")} == {("orders", str(topic_id))}
 
 
 def test_it_says_when_spark_serves_better(synthetic, monkeypatch):

@@ -6,8 +6,9 @@ when the port is taken. Each Python example runs in a fresh interpreter (one who
 is run by pytest, with the plugin), and one that prints must print
 something (the README's consumer once printed nothing: its first poll came back empty). The ``sh``
 examples run in bash with the venv's scripts first on PATH, in a folder holding the frames they name
-(``request.bin``, ``response.bin``, ``request.hex``). ``NOT_RUN`` lists the examples left out, each with
-its reason; an entry that matches no example fails, so the list cannot go stale.
+(``request.bin``, ``response.bin``, ``request.hex``, and ``capture.pcapng``: the broker's tap while
+confluent-kafka produces to ``orders`` and reads it back). ``NOT_RUN`` lists the examples left out,
+each with its reason; an entry that matches no example fails, so the list cannot go stale.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, Req
 
 from paths import REPO as ROOT
 from plugin_runs import run_pytest
+from tapped_clients import confluent_round_trip
 # docs/performance.md is left out: its blocks are the commands behind its figures (benchmarks of
 # minutes, brokers started by hand on fixed ports), not examples.
 PAGES = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.md") if page.name != "performance.md")]
@@ -43,8 +45,6 @@ NOT_RUN = [
     ("kafkawire decode capture.pcapng", "starts Spark, on capture files that are the reader's own "
                                         "(tests/capture_spark/test_capture_spark_job.py runs decode and report "
                                         "as commands)"),
-    ("kafkawire show capture.pcapng", "reads the reader's own capture files (tests/capture_spark/test_capture_show.py "
-                                      "runs show on captures, against the capture job's tables and tshark)"),
     ("spark-submit", "needs a Spark cluster (tests/capture_spark/test_capture_spark_cluster.py starts one; "
                      "test_capture_spark_job.py runs it locally, with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
@@ -132,6 +132,13 @@ def frames_folder(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def capture_in_frames_folder(frames_folder) -> Path:
+    """``capture.pcapng`` of the ``kafkawire show`` examples, in the frames' folder."""
+    capture, _ = confluent_round_trip(frames_folder, "orders", capture_name="capture.pcapng")
+    return capture
+
+
 def uses_plugin_fixtures(code: str) -> bool:
     """Whether the example defines tests that take kafkawire's pytest fixtures (kafka_broker...)."""
     return re.search(r"^def test_\w+\([^)]*\bkafka_(broker|cluster)", code, re.MULTILINE) is not None
@@ -166,10 +173,12 @@ def test_python_example(language, line, code, broker, tmp_path):
 
 
 @pytest.mark.parametrize("language,line,code", SH, ids=[where for _, where, _ in SH])
-def test_sh_example(language, line, code, broker, frames_folder):
+def test_sh_example(language, line, code, broker, frames_folder, request):
     reason = not_run_reason(code)
     if reason:
         pytest.skip(reason)
+    if "capture.pcapng" in code:
+        request.getfixturevalue("capture_in_frames_folder")
     if BROKER_COMMAND in code:
         assert broker is None or "in use" in broker
         if broker is not None:
