@@ -147,7 +147,7 @@ def apply(log, model: Model, op, step: int, reopen):
         epoch, seq = model.producer(pid)
         values = _values(f"{kind[0]}{pid}-{step}", count)
         validated = log.validate(batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                                       transactional=kind == "txn"), log._clock())
+                                       transactional=kind == "txn"), log.now_ms())
         if kind == "txn" and not verified and not model.open_transaction(pid):
             # KIP-890: the first transactional batch in a partition needs the coordinator's word
             try:

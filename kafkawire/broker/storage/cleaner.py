@@ -158,7 +158,7 @@ class LogCleaner:
         """One round over ``log`` (``Cleaner.doClean``). ``offsets``: what to clean (default: from the log
         start to its first uncleanable offset). Raises CleanerAborted when stopped."""
         async with self._lock:
-            now = now_ms if now_ms is not None else log._clock()
+            now = now_ms if now_ms is not None else log.now_ms()
             if offsets is None:
                 offsets = cleanable_offsets(log, None, now)
             plan = plan_round(log, offsets, now, self.io_buffer_size)

@@ -1,4 +1,10 @@
-"""PartitionLog: one partition's durable log, Kafka's ``UnifiedLog`` + ``LocalLog`` for a single replica.
+"""PartitionLog: one partition's durable log, Kafka's ``UnifiedLog`` for a single replica.
+
+A partition log is made of collaborators it owns: its local segments (``LocalLog``), the producer
+state and its snapshot files, a reader (``LogReader``: KIP-74 reads, offsets by timestamp, the remote
+tier), retention (``LogRetention``) and transactions (``LogTransactions``: markers, the last stable
+offset, aborted transactions). It keeps the offsets that tie them together (the log start offset,
+the remote segments) and appends.
 
 Everything but ``read_remote`` is meant to be called from one thread (the broker's event loop); calls
 are short apart from plain file I/O. ``read_remote`` only touches the remote tier's files and immutable
@@ -9,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +31,15 @@ from .config import LogConfig
 from .descriptors import DescriptorCache
 from .errors import LogAppendError, OffsetOutOfRange
 from .leader_epochs import LeaderEpochCache
-from .log_reads import LogOffsetMetadata, LogRead, LogReads, OffsetAndTimestamp
+from .local_log import LocalLog, LogOffsetMetadata
+from .log_reads import LogRead, LogReader, OffsetAndTimestamp
 from .log_retention import LogRetention
 from .log_transactions import LogTransactions
-from .producer_state import CorruptSnapshot, ProducerStateManager, read_snapshot, write_snapshot
+from .producer_snapshots import ProducerSnapshots
+from .producer_state import ProducerStateEntry, ProducerStateManager
 from .remote import RemoteSegment, RemoteStore
-from .segment import LogSegment, segment_name
+from .segment import LogSegment
+from .transaction_index import AbortedTxn
 from .validation import ValidatedBatch, validate_produce_records
 
 __all__ = ["PartitionLog", "AppendResult", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
@@ -44,7 +52,6 @@ _INT32_MAX = 0x7FFFFFFF
 _MAX_TIMESTAMP_OFFSET = 35
 _LEADER_EPOCH_OFFSET = 12
 _CLEAN_SHUTDOWN = ".kafkawire-clean-shutdown"
-_SNAPSHOT_SUFFIX = ".snapshot"
 # The log start offset DeleteRecords moved past the first segment's base (Kafka's log-start-offset-checkpoint)
 LOG_START_FILE = "log-start-offset"
 
@@ -62,7 +69,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class PartitionLog(LogReads, LogRetention, LogTransactions):
+class PartitionLog:
     """A partition's log in ``directory`` (``DATA/<topic>-<partition>``), opened and recovered on construction.
 
     The high watermark is the log end offset (a single replica); the last stable offset is the start of
@@ -73,19 +80,19 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
                  now_ms: Callable[[], int] | None = None, *, leader_epoch: int = 0,
                  descriptors: DescriptorCache | None = None):
         self.directory = Path(directory)
-        self._descriptors = descriptors  # shared with other logs: a bound on open segment files
         self.config = config if config is not None else LogConfig()
         self.name = self.directory.name
         self.remote = remote
         self.leader_epoch = leader_epoch
-        self._clock = now_ms if now_ms is not None else _wall_clock_ms
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._remote_segments: tuple[RemoteSegment, ...] = ()
-        self._producers = ProducerStateManager(self.config.producer_id_expiration_ms)
-        self._snapshots: list[int] = []  # offsets of the producer snapshot files, ascending
+        self.now_ms: Callable[[], int] = now_ms if now_ms is not None else _wall_clock_ms
+        self.local = LocalLog(self.directory, descriptors)
+        self.remote_segments: tuple[RemoteSegment, ...] = ()  # the remote tier's, oldest first
+        self.producer_state = ProducerStateManager(self.config.producer_id_expiration_ms)
+        self.snapshots = ProducerSnapshots(self.directory)
+        self.reader = LogReader(self)
+        self.retention = LogRetention(self)
+        self.transactions = LogTransactions(self)
         self._closed = False
-        self._roll_requested = False
         self.log_start_offset = 0
         self.recovered_bytes_truncated = 0  # what opening cut off a torn or corrupt tail
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -99,31 +106,30 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self.local.end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._segments[-1].next_offset
+        return self.local.end_offset
 
     @property
     def local_log_start_offset(self) -> int:
-        return max(self.log_start_offset, self._segments[0].base_offset)
+        return max(self.log_start_offset, self.local.first.base_offset)
 
     @property
     def highest_offset_in_remote_storage(self) -> int:
         """The last offset copied to the remote tier, -1 when none (``highestOffsetInRemoteStorage``)."""
-        remote = self._remote_segments
+        remote = self.remote_segments
         return remote[-1].end_offset if remote else -1
 
     @property
     def end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self._segments[-1]
-        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
+        return self.local.end_offset_metadata
 
     @property
     def size_in_bytes(self) -> int:
         """The local log's size (``UnifiedLog.size``)."""
-        return sum(segment.size for segment in self._segments)
+        return self.local.size_in_bytes
 
     @property
     def closed(self) -> bool:
@@ -132,16 +138,12 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
 
     @property
     def segments(self) -> list[LogSegment]:
-        return list(self._segments)
+        return list(self.local.segments)
 
     @property
-    def remote_segments(self) -> tuple[RemoteSegment, ...]:
-        return self._remote_segments
-
-    @property
-    def producers(self):
+    def producers(self) -> dict[int, ProducerStateEntry]:
         """The producer state: producer id -> ProducerStateEntry."""
-        return self._producers.producers
+        return self.producer_state.producers
 
     # ---- opening --------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -154,23 +156,23 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
             if path.stem.isdigit() and int(path.stem) not in bases:
                 path.unlink(missing_ok=True)
         if self.tiered:
-            self._remote_segments = tuple(self.remote.list_segments(self.name))
-        now = self._clock()
+            assert self.remote is not None
+            self.remote_segments = tuple(self.remote.list_segments(self.name))
+        now = self.now_ms()
+        interval = self.config.index_interval_bytes
         if not bases:
-            base = self._remote_segments[-1].next_offset if self._remote_segments else 0
-            self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, create=True, now_ms=now,
-                                         descriptors=self._descriptors))
+            base = self.remote_segments[-1].next_offset if self.remote_segments else 0
+            self.local.open_segment(base, interval, now, create=True)
         else:
             for base in bases:
-                self._add_segment(LogSegment(directory, base, self.config.index_interval_bytes, now_ms=now,
-                                             descriptors=self._descriptors))
-            for segment, following in zip(self._segments, self._segments[1:]):
+                self.local.open_segment(base, interval, now, create=False)
+            for segment, following in zip(self.local.segments, self.local.segments[1:]):
                 segment.next_offset = following.base_offset
             self._open_active()
-        first_local = self._segments[0].base_offset
+        first_local = self.local.first.base_offset
         self.log_start_offset = first_local
-        if self._remote_segments and self._remote_segments[0].base_offset < first_local:
-            self.log_start_offset = self._remote_segments[0].base_offset
+        if self.remote_segments and self.remote_segments[0].base_offset < first_local:
+            self.log_start_offset = self.remote_segments[0].base_offset
         try:  # DeleteRecords may have moved it into the first segment
             saved = int((directory / LOG_START_FILE).read_text())
             self.log_start_offset = max(self.log_start_offset, min(saved, self.log_end_offset))
@@ -179,7 +181,7 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         self._load_producer_state(now)
         self.leader_epochs = LeaderEpochCache.load(directory, (
             (batch.partition_leader_epoch, batch.base_offset)  # (an empty segment's file is not opened)
-            for segment in self._segments if segment.size for batch in segment.batches()))
+            for segment in self.local if segment.size for batch in segment.batches()))
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self.leader_epochs.assign(self.leader_epoch, self.log_end_offset)  # this replica leads from here on
@@ -204,11 +206,11 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
             tmp.write_text(str(offset))
             os.replace(tmp, self.directory / LOG_START_FILE)
             self.leader_epochs.truncate_from_start(offset)
-            self._delete_log_start_breached()
+            self.retention.delete_log_start_breached()
         return self.log_start_offset
 
     def _open_active(self) -> None:
-        active = self._segments[-1]
+        active = self.local.active
         marker = self.directory / _CLEAN_SHUTDOWN
         clean = False
         try:
@@ -224,41 +226,18 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         self.recovered_bytes_truncated = active.recover()
 
     def _load_producer_state(self, now: int) -> None:
-        snapshots = sorted(int(path.stem) for path in self.directory.glob(f"*{_SNAPSHOT_SUFFIX}")
-                           if path.stem.isdigit())
         leo = self.log_end_offset
-        for offset in [offset for offset in snapshots if offset > leo]:  # beyond a truncated tail
-            self._snapshot_path(offset).unlink(missing_ok=True)
-            snapshots.remove(offset)
         start = self.local_log_start_offset
-        self._producers.clear(start)
-        while snapshots:
-            offset = snapshots[-1]
-            try:
-                self._producers.load(read_snapshot(self._snapshot_path(offset)), offset, now)
-                start = max(offset, start)
-                break
-            except (OSError, CorruptSnapshot):
-                self._snapshot_path(offset).unlink(missing_ok=True)
-                snapshots.pop()
-        self._snapshots = snapshots
+        self.producer_state.clear(start)
+        loaded = self.snapshots.load_latest(self.producer_state, leo, now)
+        if loaded is not None:
+            start = max(loaded, start)
         if start < leo:
-            self._replay_batches(start)
-        self._producers.map_end_offset = leo
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._segments.append(segment)
-        self._bases.append(segment.base_offset)
-
-    def _segment_index(self, offset: int) -> int:
-        """The index of the segment with the greatest base offset <= ``offset`` (-1 when none)."""
-        return bisect_right(self._bases, offset) - 1
-
-    def _snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{segment_name(offset)}{_SNAPSHOT_SUFFIX}"
+            self.transactions.replay_batches(start)
+        self.producer_state.map_end_offset = leo
 
     # ---- appending ------------------------------------------------------------------------------
-    def append(self, records, *, now_ms: int | None = None) -> AppendResult:
+    def append(self, records: bytes | memoryview, *, now_ms: int | None = None) -> AppendResult:
         """Append a Produce request's records for this partition (one magic-2 batch, base offset 0):
         ``validate`` then ``append_batch``.
 
@@ -266,10 +245,11 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         OUT_OF_ORDER_SEQUENCE_NUMBER from the producer state; RECORD_LIST_TOO_LARGE when the batch is larger
         than a segment; KAFKA_STORAGE_ERROR when the write fails). Nothing is appended on error.
         """
-        now = now_ms if now_ms is not None else self._clock()
+        now = now_ms if now_ms is not None else self.now_ms()
         return self.append_batch(self.validate(records, now), now_ms=now)
 
-    def validate(self, records, now_ms: int, decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
+    def validate(self, records: bytes | memoryview, now_ms: int,
+                 decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
         """Check a Produce request's records against this log's config (raises LogAppendError). Reads
         nothing but the records and the config, so it may run on a worker thread while the loop appends."""
         batch = validate_produce_records(records, self.config, now_ms, self.name, decompressed_limit)
@@ -288,25 +268,23 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
         producer's transaction (``transaction_verified``); otherwise INVALID_TXN_STATE."""
         if self._closed:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
-        now = now_ms if now_ms is not None else self._clock()
+        now = now_ms if now_ms is not None else self.now_ms()
         config = self.config
         base_offset = self.log_end_offset
         last_offset = base_offset + batch.last_offset_delta
-        active = self._segments[-1]
-        if self._should_roll(active, batch.size, batch.new_max_timestamp, last_offset, now):
-            self._roll(now)
-            active = self._segments[-1]
+        active = self.active_segment_for(batch.size, batch.new_max_timestamp, last_offset, now)
         producer_id = batch.producer_id
         transactional = bool(batch.attributes & TRANSACTIONAL_FLAG)
+        producers = self.producer_state
         if producer_id >= 0:
-            duplicate = self._producers.check(producer_id, batch.producer_epoch, batch.base_sequence,
-                                              batch.last_sequence, base_offset, transactional)
+            duplicate = producers.check(producer_id, batch.producer_epoch, batch.base_sequence,
+                                        batch.last_sequence, base_offset, transactional)
             if duplicate is not None:
                 # UnifiedLog.append: the original offsets, and logAppendTime = the duplicate's timestamp
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                     self.log_start_offset, True)
             if transactional and not transaction_verified and \
-                    not self.has_ongoing_transaction(producer_id, batch.producer_epoch):
+                    not self.transactions.has_ongoing_transaction(producer_id, batch.producer_epoch):
                 raise LogAppendError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
         data = bytearray(batch.view)
         _INT64.pack_into(data, 0, base_offset)
@@ -322,14 +300,21 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR,
                                  f"Error while appending records to {self.name}: {error}") from None
         if producer_id >= 0:
-            self._producers.update(producer_id, batch.producer_epoch, batch.last_sequence, last_offset,
-                                   batch.last_offset_delta, batch.new_max_timestamp, transactional)
-        self._producers.map_end_offset = last_offset + 1
+            producers.update(producer_id, batch.producer_epoch, batch.last_sequence, last_offset,
+                             batch.last_offset_delta, batch.new_max_timestamp, transactional)
+        producers.map_end_offset = last_offset + 1
         return AppendResult(base_offset, last_offset, now if config.log_append_time else -1, self.log_start_offset)
 
+    def active_segment_for(self, size: int, max_timestamp: int, last_offset: int, now: int) -> LogSegment:
+        """The segment to append ``size`` bytes to, rolled first when ``LogSegment.shouldRoll`` says so:
+        full, old (segment.ms, from the first batch's timestamp), or the offset would not fit the
+        index's int32 relative offsets."""
+        active = self.local.active
+        if self._should_roll(active, size, max_timestamp, last_offset, now):
+            self.roll(now)
+        return self.local.active
+
     def _should_roll(self, active: LogSegment, size: int, max_timestamp: int, last_offset: int, now: int) -> bool:
-        """``LogSegment.shouldRoll``: full, old (segment.ms, from the first batch's timestamp), or the
-        offset would not fit the index's int32 relative offsets."""
         if active.size > self.config.segment_bytes - size:
             return True
         if active.size > 0:
@@ -339,59 +324,116 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
                 return True
         return last_offset - active.base_offset > _INT32_MAX
 
-    def roll(self) -> None:
-        """Close the active segment and start a new one at the log end offset (nothing if it is empty)."""
-        self._roll(self._clock())
-
-    def _roll(self, now: int) -> None:
-        active = self._segments[-1]
-        if active.size == 0:
-            return  # Kafka deletes and recreates an empty active segment: the same thing
-        active.close_index_writer()
-        leo = active.next_offset
-        self._add_segment(LogSegment(self.directory, leo, self.config.index_interval_bytes, create=True, now_ms=now,
-                                     descriptors=self._descriptors))
-        self._take_snapshot()
-
-    def _take_snapshot(self) -> None:
-        leo = self.log_end_offset
-        if self._snapshots and self._snapshots[-1] >= leo:
-            return
-        write_snapshot(self._snapshot_path(leo), self._producers.producers)
-        self._snapshots.append(leo)
+    def roll(self, now_ms: int | None = None) -> None:
+        """Close the active segment and start a new one at the log end offset (nothing if it is empty),
+        with a producer snapshot there."""
+        now = now_ms if now_ms is not None else self.now_ms()
+        if self.local.roll(self.config.index_interval_bytes, now):
+            self.snapshots.take(self.log_end_offset, self.producer_state)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than producer.id.expiration.ms; returns how many."""
-        return self._producers.remove_expired(now_ms if now_ms is not None else self._clock())
+        return self.producer_state.remove_expired(now_ms if now_ms is not None else self.now_ms())
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything from the batch holding ``offset`` on (``UnifiedLog.truncateTo``, which a
+        follower uses to drop a diverged tail); returns whether anything was removed. The producer state
+        and transaction indexes are rebuilt to match."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.local_log_start_offset:
+            raise ValueError(f"cannot truncate {self.name} to {offset}, below its local log start "
+                             f"{self.local_log_start_offset}")
+        self.local.truncate_to(offset)
+        self._load_producer_state(self.now_ms())
+        return True
 
     def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> bool:
         """The log cleaner's swap (``UnifiedLog.replaceSegments``): when ``old`` are still consecutive
         closed segments of this log, the cleaned files at ``cleaned_base`` take their place on disk
         (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
         done, otherwise (retention deleted some, the log was truncated or closed)."""
-        segments = self._segments
-        first = next((index for index, segment in enumerate(segments) if old and segment is old[0]), None)
+        first = self.local.position_of(old)
         if self._closed or first is None:
-            return False
-        end = first + len(old)
-        if end >= len(segments) or any(a is not b for a, b in zip(segments[first:end], old)):
             return False
         commit_swap(self.directory, cleaned_base)
         for segment in old:
             segment.delete()  # a fetch's slice keeps its own descriptor of the deleted file
         finish_swap(self.directory, cleaned_base)
         cleaned = LogSegment(self.directory, cleaned_base, self.config.index_interval_bytes,
-                             descriptors=self._descriptors)
+                             descriptors=self.local.descriptors)
         cleaned.next_offset = old[-1].next_offset
-        segments[first:end] = [cleaned]
-        self._bases[first:end] = [cleaned_base]
+        self.local.replace(first, len(old), cleaned)
         return True
+
+    # ---- reads (LogReader) ----------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None, *,
+             as_file: bool = False) -> LogRead:
+        """See ``LogReader.read``."""
+        return self.reader.read(offset, max_bytes, min_one_message, isolation_bound, as_file=as_file)
+
+    def read_remote(self, offset: int, max_bytes: int, min_one_message: bool) -> LogRead:
+        """See ``LogReader.read_remote`` (safe on a worker thread)."""
+        return self.reader.read_remote(offset, max_bytes, min_one_message)
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        return self.reader.offset_metadata(offset)
+
+    def bytes_available(self, offset: int, max_bytes: int, isolation_bound: int | None = None) -> int:
+        return self.reader.bytes_available(offset, max_bytes, isolation_bound)
+
+    def must_complete_fetch(self, offset: int, isolation_bound: int | None = None,
+                            fetch_metadata: LogOffsetMetadata | None = None) -> bool:
+        return self.reader.must_complete_fetch(offset, isolation_bound, fetch_metadata)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        return self.reader.offset_for_timestamp(timestamp)
+
+    def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
+        return self.reader.max_timestamp_offset()
+
+    def offset_after_remote_segment(self, offset: int) -> int:
+        return self.reader.offset_after_remote_segment(offset)
+
+    # ---- retention (LogRetention) ---------------------------------------------------------------
+    def apply_retention(self, now_ms: int | None = None, *, copy_to_remote: bool = True) -> int:
+        """See ``LogRetention.apply_retention``."""
+        return self.retention.apply_retention(now_ms, copy_to_remote=copy_to_remote)
+
+    def segments_to_copy(self) -> list[LogSegment]:
+        return self.retention.segments_to_copy()
+
+    def add_remote_segment(self, remote: RemoteSegment) -> None:
+        self.retention.add_remote_segment(remote)
+
+    # ---- transactions (LogTransactions) ---------------------------------------------------------
+    @property
+    def last_stable_offset(self) -> int:
+        return self.transactions.last_stable_offset
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        return self.transactions.ongoing_transactions
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        return self.transactions.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                      now_ms: int | None = None) -> int:
+        """See ``LogTransactions.append_marker``."""
+        return self.transactions.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms=now_ms)
+
+    def aborted_transactions(self, fetch_offset: int, fetch_position: int, fetch_size: int,
+                             segment_base_offset: int) -> list[AbortedTxn]:
+        return self.transactions.aborted_transactions(fetch_offset, fetch_position, fetch_size, segment_base_offset)
+
+    def aborted_transactions_from_remote(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        return self.transactions.aborted_transactions_from_remote(fetch_offset, upper_bound_offset)
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def flush(self) -> None:
         """fsync every segment with unflushed writes (Kafka flushes on its own schedule; so does the caller)."""
-        for segment in self._segments:
-            segment.flush()
+        self.local.flush()
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, mark the shutdown clean and close the files."""
@@ -399,14 +441,13 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
             return
         self._closed = True
         self.flush()
-        self._take_snapshot()
-        active = self._segments[-1]
+        self.snapshots.take(self.log_end_offset, self.producer_state)
+        active = self.local.active
         marker = self.directory / _CLEAN_SHUTDOWN
         tmp = marker.with_name(marker.name + ".tmp")
         tmp.write_text(f"{active.base_offset} {active.size}")
         os.replace(tmp, marker)
-        for segment in self._segments:
-            segment.close()
+        self.local.close()
 
     def delete(self) -> None:
         """Close and remove the partition's files, local and remote (DeleteTopics)."""
@@ -416,23 +457,22 @@ class PartitionLog(LogReads, LogRetention, LogTransactions):
     def detach(self) -> None:
         """Stop serving: close every segment (on the loop's thread, which reads them)."""
         self._closed = True
-        for segment in self._segments:
-            segment.close()
+        self.local.close()
 
     def remove_files(self) -> None:
         """Remove the files of a detached log, local and remote (may run on a worker thread)."""
         shutil.rmtree(self.directory, ignore_errors=True)
         if self.remote is not None:
             self.remote.delete_partition(self.name)
-        self._remote_segments = ()
+        self.remote_segments = ()
 
     def __enter__(self) -> PartitionLog:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.name!r}, log_start_offset={self.log_start_offset}, "
                 f"local_log_start_offset={self.local_log_start_offset}, log_end_offset={self.log_end_offset}, "
-                f"segments={len(self._segments)}, remote_segments={len(self._remote_segments)})")
+                f"segments={len(self.local)}, remote_segments={len(self.remote_segments)})")

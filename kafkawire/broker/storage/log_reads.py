@@ -1,30 +1,27 @@
 """Reading a partition log: Kafka's ``UnifiedLog.read`` / ``LocalLog.read`` / ``LogSegment.read`` with
 KIP-74's per-partition semantics, what a parked fetch needs to know (bytes available, whether the
-log moved under it), offsets by timestamp for ListOffsets, and remote-tier reads. A mixin of
-``PartitionLog`` (``log``), which owns the segments."""
+log moved under it), offsets by timestamp for ListOffsets, and remote-tier reads. ``PartitionLog``
+owns one ``LogReader`` and answers these calls with it."""
 from __future__ import annotations
 
 import os
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ...records.batch import RecordBatch
 from .errors import OffsetInRemoteTier, OffsetOutOfRange
 from .file_records import FileRecords
+from .local_log import LogOffsetMetadata
 from .remote import RemoteSegment
 from .segment import iter_batch_headers
 
-__all__ = ["LogReads", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
+if TYPE_CHECKING:
+    from .log import PartitionLog
+    from .transaction_index import AbortedTxn
 
-
-class LogOffsetMetadata(NamedTuple):
-    """An offset and where its batch sits: Kafka's ``LogOffsetMetadata``."""
-
-    message_offset: int
-    segment_base_offset: int
-    relative_position: int
+__all__ = ["LogReader", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
 
 
 @dataclass(slots=True)
@@ -35,7 +32,7 @@ class LogRead:
     log_start_offset: int
     last_stable_offset: int
     fetch_offset_metadata: LogOffsetMetadata | None = None  # where the read started (None for remote reads)
-    aborted: list | None = None  # remote read_committed reads: the aborted transactions (AbortedTxn) overlapping
+    aborted: list[AbortedTxn] | None = None  # remote read_committed reads: the aborted transactions (AbortedTxn) overlapping
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -45,38 +42,33 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-class LogReads:
-    """Reads for ``PartitionLog``."""
+class LogReader:
+    """Reads of one ``PartitionLog``: its local segments, and its remote tier where it has one."""
+
+    def __init__(self, log: PartitionLog):
+        self.log = log
+        self.local = log.local
 
     # ---- reading --------------------------------------------------------------------------------
     def _check_range(self, offset: int) -> None:
-        start = self.log_start_offset
-        leo = self._segments[-1].next_offset
+        start = self.log.log_start_offset
+        leo = self.local.end_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRange(offset, start, leo)
-        local_start = self._segments[0].base_offset  # the local log start, as offset >= start here
+        local_start = self.local.first.base_offset  # the local log start, as offset >= start here
         if offset < local_start:
-            if self.tiered:
+            if self.log.tiered:
                 raise OffsetInRemoteTier(offset, start, leo, local_start)
             raise OffsetOutOfRange(offset, start, leo)
 
     def _bound(self, isolation_bound: int | None) -> int:
-        leo = self.log_end_offset
+        leo = self.local.end_offset
         return leo if isolation_bound is None else min(isolation_bound, leo)
 
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Where the batch holding ``offset`` starts (for the log end offset: the end of the active segment)."""
         self._check_range(offset)
-        return self._metadata(offset)
-
-    def _metadata(self, offset: int) -> LogOffsetMetadata:
-        if offset >= self.log_end_offset:
-            return self.end_offset_metadata
-        for segment in self._segments[max(0, self._segment_index(offset)):]:
-            info = segment.translate(offset)
-            if info is not None:
-                return LogOffsetMetadata(offset, segment.base_offset, info.position)
-        return self.end_offset_metadata
+        return self.local.metadata(offset)
 
     def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None, *,
              as_file: bool = False) -> LogRead:
@@ -93,20 +85,21 @@ class LogReads:
         if max_bytes < 0:
             raise ValueError(f"invalid max size {max_bytes}")
         self._check_range(offset)
-        segments = self._segments
+        local = self.local
+        segments = local.segments
         active = segments[-1]
         leo = active.next_offset  # also the high watermark
-        last_stable = self.last_stable_offset
-        log_start = self.log_start_offset
+        last_stable = self.log.last_stable_offset
+        log_start = self.log.log_start_offset
         if isolation_bound is None or isolation_bound >= leo:
             bound, bound_segment, bound_position = leo, active.base_offset, active.size
         else:
             bound = isolation_bound
         if offset >= bound:
-            return LogRead(b"", False, leo, log_start, last_stable, self._metadata(offset))
+            return LogRead(b"", False, leo, log_start, last_stable, local.metadata(offset))
         if bound < leo:
-            _, bound_segment, bound_position = self._metadata(bound)
-        for index in range(max(0, self._segment_index(offset)), len(segments)):
+            _, bound_segment, bound_position = local.metadata(bound)
+        for index in range(max(0, local.index_of(offset)), len(segments)):
             segment = segments[index]
             info = segment.translate(offset)
             if info is None:
@@ -127,7 +120,7 @@ class LogReads:
             records = (FileRecords(segment.slice_source, position, fetch_size) if as_file and fetch_size > 0
                        else segment.pread(fetch_size, position))
             return LogRead(records, adjusted < first_size, leo, log_start, last_stable, fetch_metadata)
-        return LogRead(b"", False, leo, log_start, last_stable, self.end_offset_metadata)
+        return LogRead(b"", False, leo, log_start, last_stable, local.end_offset_metadata)
 
     def bytes_available(self, offset: int, max_bytes: int, isolation_bound: int | None = None) -> int:
         """For a parked fetch (§4.6 G): ``min(bound position - fetch position, max_bytes)`` when the fetch
@@ -137,11 +130,11 @@ class LogReads:
         bound = self._bound(isolation_bound)
         if offset >= bound:
             return 0
-        fetch = self._metadata(offset)
-        end = self._metadata(bound)
+        fetch = self.local.metadata(offset)
+        end = self.local.metadata(bound)
         if fetch.segment_base_offset == end.segment_base_offset:
             return max(0, min(end.relative_position - fetch.relative_position, max_bytes))
-        segment = self._segments[self._segment_index(fetch.segment_base_offset)]
+        segment = self.local.segments[self.local.index_of(fetch.segment_base_offset)]
         return max(0, min(segment.size - fetch.relative_position, max_bytes))
 
     def must_complete_fetch(self, offset: int, isolation_bound: int | None = None,
@@ -156,18 +149,19 @@ class LogReads:
             return False
         if fetch_metadata is None:
             self._check_range(offset)
-            fetch_metadata = self._metadata(offset)
-        return fetch_metadata.segment_base_offset < self._metadata(bound).segment_base_offset
+            fetch_metadata = self.local.metadata(offset)
+        return fetch_metadata.segment_base_offset < self.local.metadata(bound).segment_base_offset
 
     # ---- timestamps -----------------------------------------------------------------------------
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets by timestamp: the first record (from the log start) whose timestamp >= ``timestamp``,
         with that record's timestamp; None when there is none (``fetchOffsetByTimestamp``). The remote tier
         is searched first when the log is tiered."""
-        start = self.log_start_offset
-        if self.tiered:
-            local_start = self.local_log_start_offset
-            for remote in self._remote_segments:
+        log = self.log
+        start = log.log_start_offset
+        if log.tiered:
+            local_start = log.local_log_start_offset
+            for remote in log.remote_segments:
                 if remote.end_offset < start or remote.base_offset >= local_start:
                     continue
                 if remote.max_timestamp >= timestamp:
@@ -175,7 +169,7 @@ class LogReads:
                     if found is not None:
                         return found
             start = max(start, local_start)
-        for segment in self._segments:
+        for segment in self.local:
             if segment.next_offset <= start or segment.max_timestamp < timestamp:
                 continue
             position = segment.lookup(start) if segment.base_offset <= start else 0
@@ -216,7 +210,7 @@ class LogReads:
         (the first segment with the largest timestamp, its first batch with that MaxTimestamp, the first
         record there with it: ``offsetOfMaxTimestamp``); None for an empty log."""
         best = None
-        for segment in self._segments:
+        for segment in self.local:
             if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
                 best = segment
         if best is None:
@@ -233,7 +227,7 @@ class LogReads:
 
     def offset_after_remote_segment(self, offset: int) -> int:
         """The offset after the remote segment holding ``offset`` (a remote read's upper bound)."""
-        remote_segments = self._remote_segments
+        remote_segments = self.log.remote_segments
         index = bisect_right([segment.base_offset for segment in remote_segments], offset) - 1
         return remote_segments[index].next_offset if index >= 0 else offset
 
@@ -246,12 +240,13 @@ class LogReads:
         Thread-safe with respect to the event loop's calls (it touches only remote files)."""
         if max_bytes < 0:
             raise ValueError(f"invalid max size {max_bytes}")
-        high_watermark = self.high_watermark
-        log_start = self.log_start_offset
-        last_stable = self.last_stable_offset
-        remote_segments = self._remote_segments
-        store = self.remote
-        if store is None or not self.config.remote_storage_enable:
+        log = self.log
+        high_watermark = log.high_watermark
+        log_start = log.log_start_offset
+        last_stable = log.last_stable_offset
+        remote_segments = log.remote_segments
+        store = log.remote
+        if store is None or not log.config.remote_storage_enable:
             raise OffsetOutOfRange(offset, log_start, high_watermark, "this log has no remote tier")
         if store.read_latency_ms > 0:
             time.sleep(store.read_latency_ms / 1000)
@@ -260,13 +255,13 @@ class LogReads:
         index = bisect_right([segment.base_offset for segment in remote_segments], offset) - 1
         if index < 0 or remote_segments[index].end_offset < offset:
             raise OffsetOutOfRange(offset, log_start, high_watermark,
-                                   f"offset {offset} is not in the remote tier of {self.name}")
+                                   f"offset {offset} is not in the remote tier of {log.name}")
         segment = remote_segments[index]
         try:
             fd = os.open(segment.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
-            raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark,
-                                   f"remote segment {segment.base_offset} of {self.name} is gone") from None
+            raise OffsetOutOfRange(offset, log.log_start_offset, log.high_watermark,
+                                   f"remote segment {segment.base_offset} of {log.name} is gone") from None
         try:
             first = segment.find_batch(fd, offset)
             if first is None:

@@ -5,9 +5,11 @@ ABORT marker (a control batch). The partition's last stable offset (LSO) is the 
 oldest open transaction, or the high watermark; read_committed fetches stop there. Each abort is
 recorded in the active segment's ``.txnindex`` so that a read_committed fetch can list the aborted
 transactions overlapping what it returns (``LocalLog.collectAbortedTransactions``), and the consumer
-drops their records. A mixin of ``PartitionLog`` (``log``), which owns the segments and the producer state.
+drops their records. ``PartitionLog`` owns one ``LogTransactions`` and answers these calls with it.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ...errors import RecordsError
 from ...error_codes import ErrorCode
@@ -16,7 +18,11 @@ from ...records.builder import transaction_marker_batch
 from ...records.control import ControlType, control_record
 from .errors import LogAppendError
 from .producer_state import CompletedTxn
+from .segment import BatchInfo, LogSegment
 from .transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 __all__ = ["LogTransactions"]
 
@@ -24,74 +30,77 @@ _CONTROL = 0x20
 
 
 class LogTransactions:
-    """Markers, LSO and aborted transactions for ``PartitionLog``."""
+    """Markers, the LSO and aborted transactions of one ``PartitionLog``."""
+
+    def __init__(self, log: PartitionLog):
+        self.log = log
+        self.local = log.local
+        self.producers = log.producer_state
 
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, or the high watermark when none is open; never
         below the log start offset (retention may delete an open transaction's first batches: Kafka's
         ``maybeIncrementFirstUnstableOffset``)."""
-        high_watermark = self.high_watermark
-        first_unstable = self._producers.first_unstable_offset
+        high_watermark = self.local.end_offset
+        first_unstable = self.producers.first_unstable_offset
         if first_unstable is None:
             return high_watermark
-        return min(max(first_unstable, self.log_start_offset), high_watermark)
+        return min(max(first_unstable, self.log.log_start_offset), high_watermark)
 
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether this producer, at this epoch, has a transaction open here (``hasOngoingTransaction``)."""
-        entry = self._producers.get(producer_id)
+        entry = self.producers.get(producer_id)
         return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
 
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
-        return dict(self._producers.ongoing)
+        return dict(self.producers.ongoing)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
                       now_ms: int | None = None) -> int:
         """Append a COMMIT or ABORT marker for the producer (``UnifiedLog.appendAsLeader`` with origin
         COORDINATOR); returns its offset. Raises LogAppendError with TRANSACTION_COORDINATOR_FENCED or
         INVALID_PRODUCER_EPOCH (stale markers), KAFKA_STORAGE_ERROR (the write failed)."""
-        if self._closed:
-            raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
-        now = now_ms if now_ms is not None else self._clock()
-        offset = self.log_end_offset
-        self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
+        log = self.log
+        if log.closed:
+            raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {log.name} is closed")
+        now = now_ms if now_ms is not None else log.now_ms()
+        offset = self.local.end_offset
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
         data = transaction_marker_batch(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                         coordinator_epoch=coordinator_epoch, base_offset=offset, timestamp=now,
-                                        partition_leader_epoch=self.leader_epoch)
-        active = self._segments[-1]
-        if self._should_roll(active, len(data), now, offset, now):
-            self._roll(now)
-            active = self._segments[-1]
+                                        partition_leader_epoch=log.leader_epoch)
+        active = log.active_segment_for(len(data), now, offset, now)
         try:
             active.write(data, offset, now)
         except OSError as error:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                 f"Error while appending a marker to {self.name}: {error}") from None
-        completed = self._producers.complete(producer_id, producer_epoch, coordinator_epoch, offset, now, not commit)
+                                 f"Error while appending a marker to {log.name}: {error}") from None
+        completed = self.producers.complete(producer_id, producer_epoch, coordinator_epoch, offset, now, not commit)
         self._index_completed(active, completed)
-        self._producers.map_end_offset = offset + 1
+        self.producers.map_end_offset = offset + 1
         return offset
 
-    def _index_completed(self, segment, completed: CompletedTxn | None) -> None:
+    def _index_completed(self, segment: LogSegment, completed: CompletedTxn | None) -> None:
         if completed is not None and completed.aborted:
             segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
                                                 completed.last_offset,
-                                                self._producers.last_stable_offset_after(completed)))
+                                                self.producers.last_stable_offset_after(completed)))
 
     def aborted_transactions(self, fetch_offset: int, fetch_position: int, fetch_size: int,
                              segment_base_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of ``fetch_size`` bytes from ``fetch_position``
         in the segment at ``segment_base_offset`` must list (``LocalLog.addAbortedTransactions``)."""
-        segments = self._segments
-        index = self._segment_index(segment_base_offset)
+        segments = self.local.segments
+        index = self.local.index_of(segment_base_offset)
         if index < 0:
             return []
         segment = segments[index]
         upper = segment.fetch_upper_bound_offset(fetch_position + fetch_size)
         if upper is None:
-            upper = segments[index + 1].base_offset if index + 1 < len(segments) else self.log_end_offset
+            upper = segments[index + 1].base_offset if index + 1 < len(segments) else self.local.end_offset
         found: list[AbortedTxn] = []
         for later in segments[index:]:
             txns, complete = later.txn_index.collect(fetch_offset, upper)
@@ -105,15 +114,15 @@ class LogTransactions:
         [fetch_offset, upper_bound_offset), from the remote segments' copies of their indexes, then the
         local ones (``RemoteLogManager.collectAbortedTransactions``). Safe on a worker thread."""
         found: list[AbortedTxn] = []
-        for segment in self._remote_segments:
-            if segment.end_offset < fetch_offset:
+        for remote in self.log.remote_segments:
+            if remote.end_offset < fetch_offset:
                 continue
-            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            txns, complete = remote.txn_index.collect(fetch_offset, upper_bound_offset)
             found += txns
             if complete:
                 return found
         seen = set(found)
-        for segment in list(self._segments):
+        for segment in list(self.local):
             txns, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
             found += [txn for txn in txns if txn not in seen]  # a copied segment may still be local
             if complete:
@@ -121,45 +130,27 @@ class LogTransactions:
         return found
 
     # ---- recovery -------------------------------------------------------------------------------
-    def _replay_batches(self, start: int) -> None:
+    def replay_batches(self, start: int) -> None:
         """Rebuild the producer state and the aborted-transaction index from ``start`` to the log end."""
-        first = max(0, self._segment_index(start))
-        for segment in self._segments[first:]:
+        segments = self.local.segments[max(0, self.local.index_of(start)):]
+        for segment in segments:
             segment.txn_index.truncate_to(start)
-        for segment in self._segments[first:]:
+        for segment in segments:
             position = segment.lookup(start) if segment.base_offset <= start else 0
             for info in segment.batches(position):
                 if info.last_offset < start:
                     continue
                 marker = _read_marker(segment, info) if info.attributes & _CONTROL else None
-                self._index_completed(segment, self._producers.replay(info, marker))
-
-    def truncate_to(self, offset: int) -> bool:
-        """Remove everything from the batch holding ``offset`` on (``UnifiedLog.truncateTo``, which a
-        follower uses to drop a diverged tail); returns whether anything was removed. The producer state
-        and transaction indexes are rebuilt to match."""
-        if offset >= self.log_end_offset:
-            return False
-        if offset < self.local_log_start_offset:
-            raise ValueError(f"cannot truncate {self.name} to {offset}, below its local log start "
-                             f"{self.local_log_start_offset}")
-        keep = max(0, self._segment_index(offset))
-        for segment in self._segments[keep + 1:]:
-            segment.delete()
-        del self._segments[keep + 1:]
-        del self._bases[keep + 1:]
-        self._segments[keep].truncate_to(offset)
-        self._load_producer_state(self._clock())
-        return True
+                self._index_completed(segment, self.producers.replay(info, marker))
 
 
-def _read_marker(segment, info) -> tuple[bool, int] | None:
+def _read_marker(segment: LogSegment, info: BatchInfo) -> tuple[bool, int] | None:
     """(aborted, coordinator epoch) of a transaction marker batch; None for other control batches."""
     try:
         batch = RecordBatch(memoryview(segment.pread(info.size, info.position)))
         for record in batch.records():
             control = control_record(record)
-            if control.is_transaction_marker:
+            if control.is_transaction_marker and control.coordinator_epoch is not None:
                 return control.type == ControlType.ABORT, control.coordinator_epoch
             return None
     except RecordsError:

@@ -55,6 +55,18 @@ class ValidatedBatch:
 
     __slots__ = ("view", "size", "attributes", "last_offset_delta", "max_timestamp", "producer_id", "producer_epoch",
                  "base_sequence", "count", "new_max_timestamp", "new_attributes", "decompressed_bytes")
+    view: memoryview
+    size: int
+    attributes: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
+    new_max_timestamp: int
+    new_attributes: int
+    decompressed_bytes: int
 
     @property
     def last_sequence(self) -> int:
