@@ -133,9 +133,14 @@ def decompress(codec: int, data: Buffer, limit: int = DEFAULT_DECOMPRESSED_LIMIT
         if kind is Codec.LZ4:
             return _unlz4(memoryview(data), limit, legacy_lz4)
         return _unzstd(memoryview(data), limit)
+    except CompressionError as error:
+        # The reader's frames, kept alive by the traceback, hold what it had expanded (up to ``limit``
+        # bytes): whoever keeps the error must not keep that too.
+        raise error.with_traceback(None)
     except _LIBRARY_ERRORS[kind] as e:
         name = kind.name.lower()
-        raise CompressionError(f"{name}: corrupt data ({str(e).removeprefix(name + ': ')})") from e
+        cause = e.with_traceback(None)  # as above
+        raise CompressionError(f"{name}: corrupt data ({str(e).removeprefix(name + ': ')})") from cause
 
 
 # What each library raises on bad input (lz4 raises plain RuntimeErrors).

@@ -8,7 +8,6 @@ descriptor or partition directory was left behind (read from /proc and the data 
 """
 from __future__ import annotations
 
-import gzip
 import os
 import socket
 import statistics
@@ -18,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-import zstandard
+from crc32c import crc32c
 
 from broker_harness import RawClient
 from kafkawire import messages as m
 from kafkawire.framing import Correlator, FrameBuffer
-from kafkawire.records import Codec
+from kafkawire.records import Codec, compress
 from kafkawire.records.builder import RecordBatchBuilder
 from broker_process import BrokerProcess
 from broker_wire import create_topic
@@ -108,17 +107,21 @@ def _produce(client: RawClient, topic: str, batches: list[bytes], acks: int = -1
 
 
 def _bomb(codec: Codec, expanded: int) -> bytes:
-    """A one-record batch whose value expands to ``expanded`` zero bytes, compressed as ``codec``."""
-    zeros = bytes(expanded)
+    """A one-record batch whose value expands to ``expanded`` zero bytes, compressed as ``codec`` (as
+    Java writes it: zstd with its content size, snappy in 32 KiB xerial chunks, lz4 in 64 KiB blocks)."""
     builder = RecordBatchBuilder(compression=Codec.NONE)
-    builder.append(zeros)
-    plain = builder.build()
-    records = plain[61:]  # the uncompressed records section after the batch header
-    packed = zstandard.ZstdCompressor(level=3).compress(records) if codec is Codec.ZSTD else gzip.compress(records, 6)
-    header = bytearray(plain[:61])
+    builder.append(bytes(expanded))
+    return _compressed(codec, memoryview(builder.build())[61:])  # the records section after the header
+
+
+def _compressed(codec: Codec, records) -> bytes:
+    """A batch of one record whose records section is ``records`` compressed as ``codec``."""
+    builder = RecordBatchBuilder(compression=Codec.NONE)
+    builder.append(b"x")
+    packed = compress(codec, records)
+    header = bytearray(builder.build()[:61])
     struct.pack_into(">i", header, 8, 49 + len(packed))  # batch length after the length field
     struct.pack_into(">h", header, 21, codec.value)
-    from crc32c import crc32c
     body = bytes(header[21:]) + packed
     struct.pack_into(">I", header, 17, crc32c(body))
     return bytes(header[:21]) + body
@@ -143,6 +146,61 @@ def test_a_request_of_compression_bombs_is_refused_without_stalling_others(broke
         ok = RecordBatchBuilder(compression=codec)
         ok.append(b"fine")
         assert _produce(client, topic, [ok.build()])[0].error_code == 0  # the connection still serves
+
+
+# (codec, partitions, batch): 70 MiB bombs, as many as keep a request within a few MiB (snappy's format
+# expands at most about 21 times); and batches within the 64 MiB a batch may expand to whose records do
+# not decode.
+BOMB_REQUESTS = {
+    "zstd": (Codec.ZSTD, 200, lambda: _bomb(Codec.ZSTD, 70 * MiB)),
+    "gzip": (Codec.GZIP, 100, lambda: _bomb(Codec.GZIP, 70 * MiB)),
+    "lz4": (Codec.LZ4, 40, lambda: _bomb(Codec.LZ4, 70 * MiB)),
+    "snappy": (Codec.SNAPPY, 6, lambda: _bomb(Codec.SNAPPY, 70 * MiB)),
+    "zstd-undecodable": (Codec.ZSTD, 20, lambda: _compressed(Codec.ZSTD, bytes(60 * MiB))),
+}
+
+
+@pytest.mark.parametrize("kind", BOMB_REQUESTS)
+def test_refused_bombs_cost_the_broker_about_one_batchs_expansion(tmp_path, kind):
+    # A fresh broker, whose peak RSS (VmHWM) then says what these requests cost. Each request's budget
+    # (256 MiB) lets four batches expand to about what a batch may reach (64 MiB), one after the other:
+    # what a refused batch expanded to must be freed before the next is read, and the request once
+    # answered. (Before, a request kept all four expansions until it was answered, and past it.)
+    codec, count, make = BOMB_REQUESTS[kind]
+    process = BrokerProcess(tmp_path)
+    try:
+        pid = process.proc.pid
+        with RawClient(process.port) as client:
+            # snappy's bombs are larger than the default max.message.bytes, which would refuse them unread
+            create_topic(client, "bombs", count, {"max.message.bytes": str(8 * MiB)})
+            batch = make()
+            before = _status(pid, "VmHWM")
+            with Health(process.port):
+                for _ in range(3):
+                    answers = _produce(client, "bombs", [batch] * count)
+                    assert [a.error_code for a in answers] == [87] * count  # INVALID_RECORD, every one
+            grown = _status(pid, "VmHWM") - before
+        request = count * len(batch)
+        assert grown < 2 * 64 * MiB + 2 * request, f"peak RSS grew by {grown // MiB} MiB ({request}-byte requests)"
+    finally:
+        process.kill()
+
+
+def test_batches_refused_after_expanding_are_charged_to_the_requests_budget(tmp_path):
+    # Batches that expand within the limit but are refused afterwards (here for their timestamps) still
+    # cost the work of expanding them: they draw on the request's budget as accepted batches do.
+    process = BrokerProcess(tmp_path, "--override", f"produce.max.decompressed.bytes={5 * MiB}")
+    try:
+        with RawClient(process.port) as client:
+            create_topic(client, "stale", 4, {"message.timestamp.before.max.ms": "3600000"})
+            stale = RecordBatchBuilder(compression=Codec.ZSTD)
+            stale.append(bytes(2 * MiB), timestamp=1000)  # 1970: an hour is long past
+            answers = _produce(client, "stale", [stale.build()] * 4)
+    finally:
+        process.kill()
+    assert [a.error_code for a in answers] == [32, 32, 87, 87]  # INVALID_TIMESTAMP, then INVALID_RECORD
+    assert "expands beyond the 1048" in answers[2].error_message  # what was left of the budget: 1 MiB
+    assert "produce.max.decompressed.bytes" in answers[3].error_message
 
 
 def test_acks_zero_produce_that_fails_closes_the_connection(broker):

@@ -15,6 +15,7 @@ import tracemalloc
 import types
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from unittest import mock
 
 import cramjam
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 from kafka import codec as kafka_codec
 
+import kafkawire
 from kafkawire.errors import CompressionError, DecompressionLimitError
 from kafkawire.records.compression import (
     DEFAULT_DECOMPRESSED_LIMIT, Codec, _xxh32, compress, decompress,
@@ -34,6 +36,7 @@ from kafkawire.records.compression import (
 SETTINGS = settings(max_examples=150, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 MiB = 1024 * 1024
+KAFKAWIRE = str(Path(kafkawire.__file__).parent)
 
 # (codec, compress() options, decompress() options)
 VARIANTS = {
@@ -407,6 +410,123 @@ def test_a_small_limit_bounds_memory(variant):
     finally:
         tracemalloc.stop()
     assert peak < 4 * MiB
+
+
+def held_by(error: BaseException, given: bytes) -> int:
+    """The bytes (bytes, bytearrays, cramjam buffers, lists of them) other than the input ``given`` that
+    ``error`` keeps alive through kafkawire's frames in its traceback, its cause's and its context's."""
+    def size(value) -> int:
+        if value is given:
+            return 0
+        if isinstance(value, (bytes, bytearray, cramjam.Buffer)):
+            return len(value)
+        if isinstance(value, list):
+            return sum(size(item) for item in value)
+        return 0
+
+    total, seen = 0, set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith(KAFKAWIRE):
+                total += sum(size(value) for value in tb.tb_frame.f_locals.values())
+            tb = tb.tb_next
+        pending += [current.__cause__, current.__context__]
+    return total
+
+
+@pytest.mark.parametrize("variant", COMPRESSED)
+def test_a_refused_decompression_keeps_none_of_its_output(variant):
+    # A broker answers after all of a request's batches are checked: the errors it holds until then
+    # must not hold what each bomb had expanded to.
+    codec, options, read_options = VARIANTS[variant]
+    bomb = compress(codec, bytes(8 * MiB), **options)
+    with pytest.raises(DecompressionLimitError) as caught:
+        decompress(codec, bomb, MiB, **read_options)
+    assert held_by(caught.value, bomb) < 64 * 1024
+    truncated = compress(codec, text(4 * MiB), **options)[:-4096]  # fails after expanding most of it
+    with pytest.raises(CompressionError) as caught:
+        decompress(codec, truncated, **read_options)
+    assert held_by(caught.value, truncated) < 64 * 1024
+
+
+class OutputMeter:
+    """Stands in for each codec library's decompressing call in kafkawire.records.compression and adds
+    up what they were asked to produce (zstd, gzip, lz4) or produced (snappy's raw blocks)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def zstd(self, real):
+        meter = self
+
+        class Reader:
+            def __init__(self, reader):
+                self.reader = reader
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.reader.close()
+
+            def read(self, size):
+                meter.asked += size
+                return self.reader.read(size)
+
+        class Decompressor:
+            def stream_reader(self, *args, **kwargs):
+                return Reader(real().stream_reader(*args, **kwargs))
+
+        return Decompressor
+
+    def gzip(self, real):
+        meter = self
+
+        class Inflater:
+            def __init__(self, **kwargs):
+                self.inflater = real(**kwargs)
+
+            def decompress(self, data, max_length):
+                meter.asked += max_length
+                return self.inflater.decompress(data, max_length)
+
+            def __getattr__(self, name):
+                return getattr(self.inflater, name)
+
+        return Inflater
+
+    def counting(self, real, size):
+        def call(*args, **kwargs):
+            result = real(*args, **kwargs)
+            self.asked += size(args, kwargs, result)
+            return result
+        return call
+
+
+@pytest.mark.parametrize("variant", COMPRESSED)
+def test_a_bomb_is_read_no_further_than_the_limit(variant):
+    codec, options, read_options = VARIANTS[variant]
+    bomb = compress(codec, bytes(64 * MiB), **options)
+    module = "kafkawire.records.compression"
+    meter = OutputMeter()
+    with mock.patch(f"{module}._zstd_decompressor", meter.zstd(zstandard.ZstdDecompressor)), \
+            mock.patch(f"{module}.zlib.decompressobj", meter.gzip(zlib.decompressobj)), \
+            mock.patch(f"{module}._lz4.decompress_chunk",
+                       meter.counting(lz4.frame._frame.decompress_chunk, lambda a, k, r: k.get("max_length", 0))), \
+            mock.patch(f"{module}.cramjam.snappy.decompress_raw",
+                       meter.counting(cramjam.snappy.decompress_raw, lambda a, k, r: len(r))):
+        with pytest.raises(DecompressionLimitError):
+            decompress(codec, bomb, MiB, **read_options)
+    if variant == "snappy-raw":  # a raw block is refused from its declared length: nothing decoded
+        assert meter.asked == 0
+    else:  # one byte past the limit tells "too big" (snappy checks each chunk's declared length first)
+        assert MiB // 2 < meter.asked <= MiB + 1
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

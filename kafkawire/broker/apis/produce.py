@@ -5,9 +5,9 @@ for one request of many compressed batches takes long enough to stall every othe
 ran on the loop. So the checks of a request's batches run on a small thread pool (the codecs release
 the GIL while they expand data), and only the appends, which are short writes, run on the loop.
 
-A request's batches share a budget of decompressed bytes (``produce_max_decompressed_bytes``): each
-batch may expand to what is left of it (and at most the records layer's 64 MiB), so one request full
-of compression bombs is refused, batch by batch with INVALID_RECORD, after a bounded amount of work.
+A request's batches share a budget of decompressed bytes (``produce_max_decompressed_bytes``, see
+``storage.validation``), so one request full of compression bombs is refused, batch by batch with
+INVALID_RECORD, after a bounded amount of work; a refused batch keeps nothing of what it expanded to.
 """
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ...records.batch import CODEC_MASK, TRANSACTIONAL_FLAG
-from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSET
 from ..security.acls import Operation, ResourceType
 from .state import RequestContext
-from ..storage import LogAppendError, PartitionLog
+from ..storage import DecompressionBudget, LogAppendError, PartitionLog
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
 
@@ -162,21 +161,16 @@ class ProduceHandler:
         return found.name if found is not None else None
 
     def _check(self, items: list[_Item], now: int) -> None:
-        """Validate each item's batch (on a worker thread for large or compressed requests)."""
-        budget = self.max_decompressed_bytes
+        """Validate each item's batch (on a worker thread for large or compressed requests), the request's
+        compressed batches sharing one budget of decompressed bytes."""
+        budget = DecompressionBudget(self.max_decompressed_bytes)
         for item in items:
-            limit = min(DEFAULT_DECOMPRESSED_LIMIT, budget)
             try:
-                if limit <= 0 and _is_compressed(item.records):
-                    raise LogAppendError(ErrorCode.INVALID_RECORD,
-                                         f"The request's batches expand to more than {self.max_decompressed_bytes} "
-                                         f"bytes (produce.max.decompressed.bytes)")
-                item.batch = item.log.validate(item.records, now, max(limit, 0))
-                budget -= item.batch.decompressed_bytes
+                item.batch = item.log.validate(item.records, now, budget)
             except LogAppendError as failure:
-                item.error = failure
-                if failure.error_code == ErrorCode.INVALID_RECORD and _is_compressed(item.records):
-                    budget -= limit  # it may have expanded that far before it failed
+                # A copy without the traceback and the chained errors: their frames hold the records
+                # this batch expanded to, which the answer does not need.
+                item.error = LogAppendError(failure.error_code, failure.message, failure.record_errors)
 
     def _append(self, request, version: int, items: list[_Item], error: ErrorCode, now: int):
         responses: list = []
@@ -198,10 +192,10 @@ class ProduceHandler:
                 response.error_code = item.refused
             elif item.records is None:
                 response.error_code = ErrorCode.CORRUPT_MESSAGE
+            elif item.error is not None:
+                _set_error(response, item.error, item.log)
             else:
                 try:
-                    if item.error is not None:
-                        raise item.error
                     verified = False
                     if self.transactions is not None and item.batch.attributes & TRANSACTIONAL_FLAG \
                             and item.batch.producer_id >= 0:

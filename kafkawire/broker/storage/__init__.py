@@ -12,10 +12,11 @@ from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
 from .file_records import FileRecords
 from .log import AppendResult, LogOffsetMetadata, LogRead, OffsetAndTimestamp, PartitionLog
 from .remote import RemoteSegment, RemoteStore
+from .validation import DecompressionBudget
 
 __all__ = [
     "LogConfig", "CREATE_TIME", "LOG_APPEND_TIME",
     "LogAppendError", "OffsetOutOfRange", "OffsetInRemoteTier",
     "PartitionLog", "AppendResult", "LogRead", "FileRecords", "LogOffsetMetadata", "OffsetAndTimestamp",
-    "RemoteStore", "RemoteSegment",
+    "RemoteStore", "RemoteSegment", "DecompressionBudget",
 ]

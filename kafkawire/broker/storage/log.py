@@ -23,7 +23,6 @@ from struct import Struct
 from crc32c import crc32c
 
 from ...error_codes import ErrorCode
-from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .cleaner_files import commit_swap, finish_swap, recover_interrupted_swaps
@@ -40,7 +39,7 @@ from .producer_state import ProducerStateEntry, ProducerStateManager
 from .remote import RemoteSegment, RemoteStore
 from .segment import LogSegment
 from .transaction_index import AbortedTxn
-from .validation import ValidatedBatch, validate_produce_records
+from .validation import DecompressionBudget, ValidatedBatch, validate_produce_records
 
 __all__ = ["PartitionLog", "AppendResult", "LogRead", "LogOffsetMetadata", "OffsetAndTimestamp"]
 
@@ -248,11 +247,11 @@ class PartitionLog:
         now = now_ms if now_ms is not None else self.now_ms()
         return self.append_batch(self.validate(records, now), now_ms=now)
 
-    def validate(self, records: bytes | memoryview, now_ms: int,
-                 decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
-        """Check a Produce request's records against this log's config (raises LogAppendError). Reads
-        nothing but the records and the config, so it may run on a worker thread while the loop appends."""
-        batch = validate_produce_records(records, self.config, now_ms, self.name, decompressed_limit)
+    def validate(self, records: bytes | memoryview, now_ms: int, budget: DecompressionBudget | None = None) -> ValidatedBatch:
+        """Check a Produce request's records against this log's config (raises LogAppendError), charging
+        their expansion to the request's ``budget``. Reads nothing but the records and the config, so it
+        may run on a worker thread while the loop appends."""
+        batch = validate_produce_records(records, self.config, now_ms, self.name, budget)
         if batch.size > self.config.segment_bytes:
             raise LogAppendError(ErrorCode.RECORD_LIST_TOO_LARGE,
                                  f"Message batch size is {batch.size} bytes in append to partition {self.name}, "

@@ -26,6 +26,11 @@ The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb
 
 Transactional batches are checked at the append (``PartitionLog.append_batch``): one goes in only as
 part of a transaction open in the partition or verified with the coordinator.
+
+Decompression draws on a DecompressionBudget, one per Produce request (``produce.max.decompressed.bytes``,
+kafkawire's own): each batch may expand to what is left of it (and at most the records layer's 64 MiB),
+and is charged what it expanded to whether it is then accepted or refused, so that a request of
+compression bombs is refused, with INVALID_RECORD, after bounded work.
 """
 from __future__ import annotations
 
@@ -37,13 +42,14 @@ from crc32c import crc32c
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
 from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
+from ...records.columns import RecordColumns
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT, compress, decompress
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from .config import LogConfig
 from .errors import LogAppendError
 from .segment import HEADER
 
-__all__ = ["ValidatedBatch", "validate_produce_records"]
+__all__ = ["DecompressionBudget", "ValidatedBatch", "validate_produce_records"]
 
 _INT16, _INT32, _UINT32 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I")
 _MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
@@ -54,7 +60,7 @@ class ValidatedBatch:
     """The one batch of a produce, checked: its bytes and the header fields the log needs."""
 
     __slots__ = ("view", "size", "attributes", "last_offset_delta", "max_timestamp", "producer_id", "producer_epoch",
-                 "base_sequence", "count", "new_max_timestamp", "new_attributes", "decompressed_bytes")
+                 "base_sequence", "count", "new_max_timestamp", "new_attributes")
     view: memoryview
     size: int
     attributes: int
@@ -66,13 +72,33 @@ class ValidatedBatch:
     count: int
     new_max_timestamp: int
     new_attributes: int
-    decompressed_bytes: int
 
     @property
     def last_sequence(self) -> int:
         if self.base_sequence < 0:
             return -1
         return (self.base_sequence + self.last_offset_delta) & _INT32_MAX
+
+
+class DecompressionBudget:
+    """The bytes a request's compressed batches may still expand to, charged as each one is expanded."""
+
+    __slots__ = ("total", "left")
+
+    def __init__(self, total: int):
+        self.total = total
+        self.left = total
+
+    def batch_limit(self, partition: str) -> int:
+        """What the next batch may expand to; INVALID_RECORD once the request has used it all up."""
+        if self.left <= 0:
+            raise LogAppendError(ErrorCode.INVALID_RECORD,
+                                 f"The request's batches expand to more than {self.total} bytes "
+                                 f"(produce.max.decompressed.bytes); the batch for {partition} was not read")
+        return min(DEFAULT_DECOMPRESSED_LIMIT, self.left)
+
+    def charge(self, size: int) -> None:
+        self.left -= size
 
 
 def _entry_size(view: memoryview, position: int) -> int | None:
@@ -97,9 +123,11 @@ def _entry_size(view: memoryview, position: int) -> int | None:
 
 
 def validate_produce_records(records, config: LogConfig, now_ms: int, partition: str = "",
-                             decompressed_limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> ValidatedBatch:
-    """Check one partition's records as Kafka does (see the module docstring); a compressed batch may
-    expand to at most ``decompressed_limit`` bytes (INVALID_RECORD beyond it). Raises LogAppendError."""
+                             budget: DecompressionBudget | None = None) -> ValidatedBatch:
+    """Check one partition's records as Kafka does (see the module docstring); a compressed batch's
+    expansion is charged to ``budget`` (a batch's own by default). Raises LogAppendError."""
+    if budget is None:
+        budget = DecompressionBudget(DEFAULT_DECOMPRESSED_LIMIT)
     view = records if isinstance(records, memoryview) else memoryview(records)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -163,11 +191,12 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     log_append_time = config.log_append_time
     batch_says_log_append_time = bool(attributes & TIMESTAMP_TYPE_FLAG)
     new_max_timestamp = max_timestamp
-    decompressed = 0
+    records_data = None  # the records' bytes, once decompressed
     if config.validate_records:
-        new_max_timestamp, decompressed = _validate_records(view, config, now_ms, count, codec,
-                                                            batch_says_log_append_time, decompressed_limit,
-                                                            partition)
+        columns = _read_columns(view, codec, budget, partition)
+        records_data = columns.data
+        new_max_timestamp = _validate_records(columns, config, now_ms, count, codec, batch_says_log_append_time,
+                                              partition)
     elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
                                                           "timestamp", [(0, "Producer should not set timestamp "
@@ -186,25 +215,60 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     batch.base_sequence = base_sequence
     batch.count = count
     batch.new_max_timestamp = new_max_timestamp
-    batch.decompressed_bytes = decompressed
     batch.new_attributes = (attributes | TIMESTAMP_TYPE_FLAG) if log_append_time else (attributes & ~TIMESTAMP_TYPE_FLAG)
     target = config.target_codec
     if target is not None and target != codec:
-        _recompress(batch, codec, target, config, decompressed_limit, partition)
+        if records_data is None:
+            records_data = _decompress(view, codec, budget, partition)
+        _recompress(batch, records_data, target, config, partition)
     return batch
 
 
-def _recompress(batch: ValidatedBatch, codec: int, target: int, config: LogConfig, decompressed_limit: int,
+def _read_columns(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> RecordColumns:
+    """The batch's records decoded into columns, as ``LogValidator`` iterates them (INVALID_RECORD if they
+    do not decode); a compressed batch's expansion is charged to ``budget``."""
+    limit = budget.batch_limit(partition) if codec else DEFAULT_DECOMPRESSED_LIMIT
+    try:
+        columns = RecordBatch(view, decompressed_limit=limit).columns()
+    except RecordsError as error:
+        if codec:
+            budget.charge(limit)  # it may have expanded that far before it failed
+        raise _invalid_structure(error) from None
+    if codec:
+        budget.charge(len(columns.data))
+    return columns
+
+
+def _decompress(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> bytes | memoryview:
+    """The records' bytes of a batch whose records were not read (validate_records off), charged to ``budget``."""
+    body = view[BATCH_HEADER_SIZE:]
+    if not codec:
+        return body
+    limit = budget.batch_limit(partition)
+    try:
+        data = decompress(codec, body, limit)
+    except RecordsError as error:
+        budget.charge(limit)
+        raise _invalid_structure(error) from None
+    budget.charge(len(data))
+    return data
+
+
+def _invalid_structure(error: Exception) -> LogAppendError:
+    return LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}")
+
+
+def _recompress(batch: ValidatedBatch, records: bytes | memoryview, target: int, config: LogConfig,
                 partition: str) -> None:
-    """The topic's compression.type differs from the producer's: the batch's records, unchanged, in the
-    topic's codec (``LogValidator.validateMessagesAndAssignOffsetsCompressed`` rebuilds the batch; its
-    header, producer fields and offsets stay). MESSAGE_TOO_LARGE if it outgrows max.message.bytes."""
+    """The topic's compression.type differs from the producer's: the batch's records (``records``,
+    decompressed), unchanged, in the topic's codec (``LogValidator.validateMessagesAndAssignOffsetsCompressed``
+    rebuilds the batch; its header, producer fields and offsets stay). MESSAGE_TOO_LARGE if it outgrows
+    max.message.bytes."""
     view = batch.view
     try:
-        records = decompress(codec, view[BATCH_HEADER_SIZE:], decompressed_limit) if codec else view[BATCH_HEADER_SIZE:]
         packed = compress(target, records, config.compression_level) if target else bytes(records)
     except (RecordsError, ValueError) as error:
-        raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
+        raise _invalid_structure(error) from None
     data = bytearray(view[:BATCH_HEADER_SIZE])
     data += packed
     size = len(data)
@@ -221,16 +285,9 @@ def _recompress(batch: ValidatedBatch, codec: int, target: int, config: LogConfi
     batch.size = size
 
 
-def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: int, codec: int,
-                      batch_says_log_append_time: bool, decompressed_limit: int,
-                      partition: str = "") -> tuple[int, int]:
-    """Decode the records as LogValidator iterates them; return the batch's true max timestamp and the
-    bytes decompressed (0 for an uncompressed batch)."""
-    try:
-        columns = RecordBatch(view, decompressed_limit=decompressed_limit).columns()
-    except RecordsError as error:
-        raise LogAppendError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {error}") from None
-    decompressed = len(columns.data) if codec else 0
+def _validate_records(columns: RecordColumns, config: LogConfig, now_ms: int, count: int, codec: int,
+                      batch_says_log_append_time: bool, partition: str = "") -> int:
+    """Check the records as LogValidator does; return the batch's true max timestamp."""
     if config.compact and -1 in columns.key_lengths:  # LogValidator.validateKey
         raise LogAppendError(ErrorCode.INVALID_RECORD, "One or more records have been rejected",
                              [(index, f"Compacted topic cannot accept message without key in topic partition "
@@ -246,7 +303,7 @@ def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: i
     lowest, highest = min(timestamps), max(timestamps)
     if not batch_says_log_append_time and (
             log_append_time or (lowest >= 0 and now_ms - lowest <= before and highest - now_ms <= after)):
-        return highest, decompressed  # the common case, checked without a loop in Python
+        return highest  # the common case, checked without a loop in Python
     errors = []
     for index, (offset, timestamp) in enumerate(zip(offsets, timestamps)):
         if not log_append_time and timestamp != -1:
@@ -259,4 +316,4 @@ def _validate_records(view: memoryview, config: LogConfig, now_ms: int, count: i
     if errors:
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP,
                              "One or more records have been rejected due to invalid timestamp", errors)
-    return max(highest, -1), decompressed
+    return max(highest, -1)
