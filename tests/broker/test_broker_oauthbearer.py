@@ -63,11 +63,15 @@ class JwksServer:
         self.keys: list[dict] = []
         self.fetches = 0
         self.failing = False
+        self.hanging = False  # answers nothing until closed
+        self._released = threading.Event()
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 server.fetches += 1
+                if server.hanging:
+                    server._released.wait(60)
                 body = b"down" if server.failing else json.dumps({"keys": server.keys}).encode()
                 self.send_response(500 if server.failing else 200)
                 self.send_header("Content-Type", "application/json")
@@ -85,6 +89,7 @@ class JwksServer:
         self._thread.start()
 
     def close(self) -> None:
+        self._released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -155,6 +160,14 @@ def _confluent_error(broker: BrokerThread, token: str, within: float = 10.0):
         except Exception:
             admin.poll(0.05)
     return errors[0] if errors else "neither an error nor an answer"
+
+
+def test_kafkawire_client_authenticates_with_a_signed_token(broker, keys):
+    from kafkawire.client import AdminClient
+    settings = {"bootstrap.servers": broker.broker.bootstrap_for("SIGNED"), "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "oauth_cb": lambda config: (keys["rsa"].token(), time.time() + 600)}
+    with AdminClient(settings) as admin:
+        assert admin.list_topics().result(timeout=10) is not None
 
 
 def test_confluent_kafka_authenticates_with_a_signed_token_and_refused_ones_fail(broker, keys):
@@ -234,6 +247,11 @@ def test_a_failing_key_set_endpoint_refuses_unknown_keys_and_keeps_the_known_one
     assert time.monotonic() - started < 10  # retry.backoff.max.ms is 500 ms: no hang
     assert jwks.fetches > 2  # retried
     assert _authenticate(broker, keys["rsa"].token()).error_code == ErrorCode.NONE  # the set read before is kept
+    jwks.failing, jwks.hanging = False, True  # an endpoint that never answers: each attempt times out
+    started = time.monotonic()
+    answer = _authenticate(broker, SigningKey("ec-2", "ES256").token())
+    assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and "timed out" in answer.error_message, answer
+    assert time.monotonic() - started < 10
 
 
 def test_the_unsecured_listener_is_warned_of_and_still_takes_unsecured_tokens(broker, caplog):

@@ -3,7 +3,8 @@
 ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``).
 
 Everything a listener cannot honour is refused when the broker starts, naming the key: GSSAPI (Kafka's
-default ``sasl.enabled.mechanisms``), a PLAIN mechanism without users, a key store that does not load.
+default ``sasl.enabled.mechanisms``), a PLAIN mechanism without users, a key store that does not load,
+signed OAUTHBEARER tokens without PyJWT installed (the ``oauthbearer`` extra).
 """
 from __future__ import annotations
 
