@@ -238,6 +238,19 @@ def test_a_rotated_key_is_found_by_reading_the_set_again_at_most_once_a_minute_p
     assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
+def test_the_key_set_is_read_again_every_refresh_ms(tmp_path, jwks, keys):
+    config = oauth_config(tmp_path / "data", jwks.url, jwks.ca_path,
+                          **{"listener.name.signed.sasl.oauthbearer.jwks.endpoint.refresh.ms": "100"})
+    with BrokerThread(config=config) as broker:
+        jwks.keys = [keys["ec"].jwk]
+        deadline = time.monotonic() + 30
+        while jwks.fetches < 3 and time.monotonic() < deadline:  # read twice more, with no token asking
+            time.sleep(0.02)
+        assert jwks.fetches >= 3
+        assert _authenticate(broker, keys["ec"].token()).error_code == ErrorCode.NONE
+        assert _authenticate(broker, keys["rsa"].token()).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 def test_a_failing_key_set_endpoint_refuses_unknown_keys_and_keeps_the_known_ones(broker, jwks, keys):
     jwks.failing = True
     started = time.monotonic()

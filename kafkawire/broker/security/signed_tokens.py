@@ -68,7 +68,8 @@ class SignedTokenValidator:
         candidates = await self.keys.keys_for(kid)
         if not candidates:
             why = f" (its last read failed: {self.keys.last_error})" if self.keys.last_error else ""
-            raise SaslError(f"invalid_token: no key {kid!r} in the key set at {self.keys.url}{why}")
+            named = repr(kid[:100] + "..." if kid and len(kid) > 100 else kid)
+            raise SaslError(f"invalid_token: no key {named} in the key set at {self.keys.url}{why}")
         refusal: Exception | None = None
         for key in candidates:  # one, unless the token names no kid
             try:
