@@ -265,16 +265,19 @@ SECURITY_SETTINGS = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
     "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "connections.max.reauth.ms",
 })
+# (OAUTHBEARER's validator settings may also carry the mechanism: listener.name.<l>.oauthbearer.sasl.oauthbearer.*)
 _LISTENER_SETTING = re.compile(r"listener\.name\.[a-z0-9_-]+\.(?:(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\."
-                               r"(sasl\.jaas\.config)|(.+))")
+                               r"(sasl\.jaas\.config)|oauthbearer\.(sasl\.oauthbearer\..+)|(.+))")
 
 
 def is_security_setting(key: str) -> bool:
     match = _LISTENER_SETTING.fullmatch(key)
     if match is not None:
-        return bool(match[1]) or match[2] in SECURITY_SETTINGS
+        return bool(match[1]) or (match[2] or match[3]) in SECURITY_SETTINGS
     return key in SECURITY_SETTINGS
 _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
 _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_factor", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",

@@ -150,7 +150,7 @@ class Connection:
         """The response frame for one request frame, as pieces; None for no response; False to close."""
         auth = self.auth
         if auth is not None and auth.raw_tokens:  # after a v0 SaslHandshake the token comes bare
-            return self._raw_token(frame)
+            return await self._raw_token(frame)
         try:
             api_key, version, correlation_id = peek_request(frame)
         except DecodeError as error:
@@ -179,7 +179,7 @@ class Connection:
         if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
             log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, self.host)
         if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-            response = self._sasl(api_key, request, version)
+            response = await self._sasl(api_key, request, version)
         else:
             if isinstance(request, m.ApiVersionsRequest) and version >= 3:
                 self.software = (request.client_software_name, request.client_software_version)
@@ -236,7 +236,7 @@ class Connection:
             return response
 
     # ---- SASL -----------------------------------------------------------------------------------
-    def _sasl(self, api_key: int, request: Any, version: int) -> Any:
+    async def _sasl(self, api_key: int, request: Any, version: int) -> Any:
         auth = self.auth
         if auth is None:  # SASL on a listener without it: Kafka's KafkaApis answers ILLEGAL_SASL_STATE
             if api_key == SASL_HANDSHAKE:
@@ -248,7 +248,7 @@ class Connection:
             if error:
                 self._close_after_response = True
             return m.SaslHandshakeResponse(error_code=error, mechanisms=list(mechanisms))
-        step = auth.authenticate(request.auth_bytes, version)
+        step = await auth.authenticate(request.auth_bytes, version)
         if step.error:
             self._close_after_response = True
             log.info("authentication of %s on %s failed: %s", self.host, self.listener.name, step.message)
@@ -257,9 +257,9 @@ class Connection:
         return m.SaslAuthenticateResponse(error_code=step.error, error_message=step.message, auth_bytes=step.token,
                                           session_lifetime_ms=step.session_lifetime_ms)
 
-    def _raw_token(self, frame: bytes) -> Response:
+    async def _raw_token(self, frame: bytes) -> Response:
         assert self.auth is not None
-        step = self.auth.authenticate(frame)
+        step = await self.auth.authenticate(frame)
         if step.error:  # v0 has no way to say why: Kafka closes the connection
             log.info("authentication of %s on %s failed: %s", self.host, self.listener.name, step.message)
             return False

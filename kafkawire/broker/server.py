@@ -147,6 +147,8 @@ class Broker:
             self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
             self.topics.load()
             await self.groups.start()
+        for security in self.security.values():  # OAUTHBEARER key sets: a broker without them does not start
+            await security.start()
         await self._listen()
         self.port = self.ports[self.listeners[0].name]
         self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer,
@@ -251,6 +253,8 @@ class Broker:
         if self.over is None:
             await self.groups.close()
             self.topics.close()
+        for security in self.security.values():
+            security.close()
         if self.tap is not None:
             self.tap.close()
         if self.metrics is not None:

@@ -77,8 +77,8 @@ def broker(tls_files, tmp_path_factory):
     seen = BrokerSide()
     authenticate, principal_from_certificate = Authenticator.authenticate, ListenerSecurity.principal_from_certificate
 
-    def counting_authenticate(self, token, authenticate_version=0):
-        step = authenticate(self, token, authenticate_version)
+    async def counting_authenticate(self, token, authenticate_version=0):
+        step = await authenticate(self, token, authenticate_version)
         finished = self.complete and not step.error and not self._handshaken  # noqa: SLF001 (the last step)
         with seen.lock:
             seen.steps.append((self.mechanism, self.principal if finished else None, step.error))

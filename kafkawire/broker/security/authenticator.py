@@ -1,4 +1,4 @@
-"""One connection's SASL authentication on the broker, sans I/O, as Kafka's ``SaslServerAuthenticator``:
+"""One connection's SASL authentication on the broker, as Kafka's ``SaslServerAuthenticator``:
 
 - before authenticating, only ApiVersions, SaslHandshake and SaslAuthenticate are served; any other
   request closes the connection;
@@ -8,6 +8,9 @@
 - with ``connections.max.reauth.ms`` (or an OAUTHBEARER token's expiry, if sooner) the session has a
   lifetime, told to the client in SaslAuthenticate v1+: the client re-authenticates (KIP-368) with the
   same mechanism and principal before it ends, and a request after it ends closes the connection.
+
+It does no I/O itself; only checking a signed OAUTHBEARER token may wait (for the listener's key set to be
+read again, on a worker thread: ``jwks``), so ``authenticate`` is a coroutine.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 
 from ...error_codes import ErrorCode
 from ...sasl import SaslError
-from ...sasl.oauthbearer import ERROR_CHALLENGE, parse_client_initial_response, validate_unsecured_token
+from ...sasl.oauthbearer import (ERROR_CHALLENGE, ValidatedToken, parse_client_initial_response,
+                                  validate_unsecured_token)
 from ...sasl.plain import parse_plain
 from ...sasl.scram import MECHANISMS as SCRAM, ScramServer
 from .listener_security import ListenerSecurity
@@ -85,12 +89,12 @@ class Authenticator:
         self._exchange = None
         return ErrorCode.NONE, enabled
 
-    def authenticate(self, token: bytes, authenticate_version: int = 0) -> Step:
+    async def authenticate(self, token: bytes, authenticate_version: int = 0) -> Step:
         """One token of the exchange (from SaslAuthenticate, or a bare frame after a v0 handshake)."""
         if not self._handshaken:
             return Step(error=self._fail(ErrorCode.ILLEGAL_SASL_STATE), message="SaslAuthenticate before SaslHandshake")
         try:
-            reply, principal, lifetime_ms = self._step(bytes(token))
+            reply, principal, lifetime_ms = await self._step(bytes(token))
         except SaslError as error:
             self._handshaken = False
             self.raw_tokens = False
@@ -114,7 +118,7 @@ class Authenticator:
         self.failed_with = error_code
         return error_code
 
-    def _step(self, token: bytes) -> tuple[bytes, str | None, float | None]:
+    async def _step(self, token: bytes) -> tuple[bytes, str | None, float | None]:
         """``(reply, principal once complete, credential lifetime in ms or None)``."""
         mechanism = self.mechanism
         if mechanism == "PLAIN":
@@ -135,18 +139,17 @@ class Authenticator:
                 raise SaslError(message)
             try:
                 bearer, _extensions = parse_client_initial_response(token)
-                validated = self._validate_token(bearer)
+                validated = await self._validate_token(bearer)
             except SaslError as error:
                 self._failing = f"Authentication failed: {error}"
                 return ERROR_CHALLENGE, None, None
             return b"", f"User:{validated.principal}", max(0.0, validated.expires_ms - self._now_ms())
         raise SaslError(f"Unsupported SASL mechanism {mechanism}")
 
-    def _validate_token(self, token: str):
+    async def _validate_token(self, token: str) -> ValidatedToken:
+        if self.security.oauth_validator is not None:
+            return await self.security.oauth_validator.validate(token)
         options = self.security.oauth
-        if "sasl.oauthbearer.jwks.endpoint.url" in options:
-            from .jwks import validate_signed_token
-            return validate_signed_token(token, self._now_ms(), options)
         required = tuple(options.get("unsecuredValidatorRequiredScope", "").split(","))
         return validate_unsecured_token(
             token, int(self._now_ms()), principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub"),

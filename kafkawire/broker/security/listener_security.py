@@ -3,18 +3,24 @@
 ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``).
 
 Everything a listener cannot honour is refused when the broker starts, naming the key: GSSAPI (Kafka's
-default ``sasl.enabled.mechanisms``), a PLAIN mechanism without users, a key store that does not load.
+default ``sasl.enabled.mechanisms``), a PLAIN mechanism without users, a key store that does not load,
+signed OAUTHBEARER tokens without PyJWT installed (the ``oauthbearer`` extra).
 """
 from __future__ import annotations
 
+import logging
 import ssl
 
 from ...sasl import MECHANISMS
 from ..listeners import Listener
+from . import jwks, signed_tokens
 from .jaas import JaasEntry, parse_jaas, plain_users
+from .signed_tokens import SignedTokenValidator
 from .tls import PrincipalMapper, server_context
 
-__all__ = ["ListenerSecurity"]
+__all__ = ["ListenerSecurity", "OAUTHBEARER_SETTINGS"]
+
+log = logging.getLogger(__name__)
 
 _LOGIN_MODULES = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
                   "SCRAM-SHA-512": "ScramLoginModule", "OAUTHBEARER": "OAuthBearerLoginModule"}
@@ -35,6 +41,7 @@ class ListenerSecurity:
         self.mechanisms: tuple[str, ...] = ()
         self.plain_users: dict[str, str] = {}
         self.oauth: dict[str, str] = {}
+        self.oauth_validator: SignedTokenValidator | None = None
         if listener.sasl:
             self._configure_sasl()
         reauth = self.get("connections.max.reauth.ms")
@@ -82,13 +89,42 @@ class ListenerSecurity:
                                      f"(listener.name.{self.listener.name.lower()}.plain.sasl.jaas.config) "
                                      f"names no user_<name>=\"<password>\"")
             if mechanism == "OAUTHBEARER":
-                self.oauth = dict(entry.options) if entry is not None else {}
-                for key in ("sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
-                            "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
-                            "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds"):
-                    value = self.get(key)
-                    if value is not None:
-                        self.oauth[key] = value
+                self._configure_oauthbearer(entry)
+
+    def _configure_oauthbearer(self, entry: JaasEntry | None) -> None:
+        """Signed tokens when a key set is named (``sasl.oauthbearer.jwks.endpoint.url``), else Kafka's
+        unsecured tokens, which anyone can make for any principal: said in a warning at start."""
+        self.oauth = dict(entry.options) if entry is not None else {}
+        for key in OAUTHBEARER_SETTINGS:  # Kafka's ConfigurationUtils: the mechanism-prefixed key wins
+            value = self.get(f"oauthbearer.{key}")
+            value = value if value is not None else self.get(key)
+            if value is not None:
+                self.oauth[key] = value
+        if jwks.URL not in self.oauth:
+            log.warning("listener %s accepts unsecured OAUTHBEARER tokens (alg none, unsigned): any client can "
+                        "claim any principal; set %s to accept only signed tokens", self.listener.name, jwks.URL)
+            return
+        try:
+            import jwt
+            missing = not jwt.algorithms.has_crypto
+        except ImportError:
+            missing = True
+        if missing:
+            raise ValueError(f"listener {self.listener.name} checks signed OAUTHBEARER tokens ({jwks.URL}), "
+                             f"which needs PyJWT and cryptography: pip install 'kafkawire[oauthbearer]'")
+        try:
+            self.oauth_validator = SignedTokenValidator(self.oauth)
+        except ValueError as error:
+            raise ValueError(f"listener {self.listener.name}: {error}") from None
+
+    async def start(self) -> None:
+        """Read the OAUTHBEARER key set, if the listener has one (raises ValueError if it cannot)."""
+        if self.oauth_validator is not None:
+            await self.oauth_validator.start()
+
+    def close(self) -> None:
+        if self.oauth_validator is not None:
+            self.oauth_validator.close()
 
     def principal_from_certificate(self, distinguished_name: str | None) -> str:
         """``User:`` and the mapped subject of a client certificate, or ``User:ANONYMOUS`` without one."""
@@ -96,6 +132,10 @@ class ListenerSecurity:
             return "User:ANONYMOUS"
         return "User:" + self.principal_mapper.name(distinguished_name)
 
+
+# the broker settings of Kafka's OAUTHBEARER validator (also read from the OAUTHBEARER JAAS entry's options)
+OAUTHBEARER_SETTINGS = (jwks.URL, jwks.REFRESH_MS, jwks.RETRY_BACKOFF_MS, jwks.RETRY_BACKOFF_MAX_MS,
+                        *signed_tokens.OPTIONS)
 
 _SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
              "ssl.key.password", "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
