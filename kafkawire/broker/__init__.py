@@ -6,8 +6,7 @@
 - ``fetch`` (KIP-74's read loop, parked fetches, the remote tier), ``fetch_sessions`` (KIP-227) and
   ``fetch_encoder`` (the Fetch response as sendfile pieces), ``sending`` (writing them);
 - ``topics`` (topics and their logs), ``storage/`` (partition logs on disk);
-- ``groups`` (the classic group coordinator) with ``group_state``, ``group_membership``,
-  ``group_offsets`` and ``offsets_store``;
+- ``groups/`` (the group coordinator: classic groups, Kafka 4's consumer groups, committed offsets);
 - ``config`` and ``properties`` (settings by Kafka's names), ``versions`` (what is served),
   ``security/`` (ACLs, TLS, JAAS), ``tap`` (the broker's traffic as pcapng) and ``background`` (a
   broker on a thread, for blocking callers);

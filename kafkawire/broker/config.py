@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .consumer_group_assignors import ASSIGNORS
+from .groups.consumer_assignors import ASSIGNORS
 from .kafka_properties import known_kafka_property
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from typing import Any

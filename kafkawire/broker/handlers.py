@@ -75,7 +75,7 @@ class Handlers:
             producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
             self.transactions = TransactionCoordinator(
                 TransactionStateLog(config.data_dir), producer_ids,
-                MarkerWriter(topics.log, self.purgatory.notify, groups.complete_transactional_offsets),
+                MarkerWriter(topics.log, self.purgatory.notify, groups.offsets.complete_transactional_offsets),
                 max_timeout_ms=config.transaction_max_timeout_ms,
                 id_expiration_ms=config.transactional_id_expiration_ms)
         self.producer_ids = producer_ids
@@ -95,10 +95,10 @@ class Handlers:
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
             8: offsets.offset_commit, 9: offsets.offset_fetch, 10: cluster.find_coordinator,
-            11: group(11, lambda request, version, context: groups.join_group(request, version, context.client_id,
+            11: group(11, lambda request, version, context: groups.membership.join_group(request, version, context.client_id,
                                                                                 context.client_host)),
-            12: group(12, _plain(groups.heartbeat)), 13: group(13, _plain(groups.leave_group)),
-            14: group(14, _plain(groups.sync_group)), 15: self._describe_groups, 16: self._list_groups,
+            12: group(12, _plain(groups.membership.heartbeat)), 13: group(13, _plain(groups.membership.leave_group)),
+            14: group(14, _plain(groups.membership.sync_group)), 15: self._describe_groups, 16: self._list_groups,
             18: cluster.api_versions, 19: topic_apis.create_topics, 20: topic_apis.delete_topics,
             22: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
             24: txn.add_partitions_to_txn, 25: txn.add_offsets_to_txn, 26: txn.end_txn, 27: txn.write_txn_markers,

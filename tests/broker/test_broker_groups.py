@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kafkawire.broker.groups import GroupCoordinator
-from kafkawire.broker.offsets_store import OFFSETS_FILE_NAME, CommittedOffset, GroupRecord, OffsetStore
+from kafkawire.broker.groups.offsets_store import OFFSETS_FILE_NAME, CommittedOffset, GroupRecord, OffsetStore
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.messages.describe_groups_request import DescribeGroupsRequest
 from kafkawire.messages.describe_groups_response import DescribeGroupsResponse
@@ -65,7 +65,7 @@ class Client:
             member_id=member_id, group_instance_id=instance_id if version >= 5 else None,
             protocol_type=protocol_type,
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in protocols])
-        response = await self.c.join_group(wire(request, version), version, self.client_id, "/127.0.0.1")
+        response = await self.c.membership.join_group(wire(request, version), version, self.client_id, "/127.0.0.1")
         return check(response, JoinGroupResponse, version)
 
     async def join_with_id(self, group, **kw):
@@ -85,12 +85,12 @@ class Client:
             protocol_name=protocol_name if version >= 5 else None,
             assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
                          for m, a in (assignments or {}).items()])
-        return check(await self.c.sync_group(wire(request, version), version), SyncGroupResponse, version)
+        return check(await self.c.membership.sync_group(wire(request, version), version), SyncGroupResponse, version)
 
     async def heartbeat(self, group, generation, member_id, *, version=3, instance_id=None):
         request = HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id,
                                    group_instance_id=instance_id if version >= 3 else None)
-        response = await self.c.heartbeat(wire(request, version), version)
+        response = await self.c.membership.heartbeat(wire(request, version), version)
         return check(response, HeartbeatResponse, version).error_code
 
     async def leave(self, group, member_id="", *, version=1, members=None):
@@ -99,7 +99,7 @@ class Client:
         else:
             request = LeaveGroupRequest(group_id=group, members=[
                 LeaveGroupRequest.MemberIdentity(member_id=m, group_instance_id=i) for m, i in members])
-        return check(await self.c.leave_group(wire(request, version), version), LeaveGroupResponse, version)
+        return check(await self.c.membership.leave_group(wire(request, version), version), LeaveGroupResponse, version)
 
     async def commit(self, group, offsets, *, generation=-1, member_id="", version=7, metadata="meta",
                      instance_id=None):
@@ -114,7 +114,7 @@ class Client:
             group_instance_id=instance_id if version >= 7 else None,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])
-        response = check(await self.c.offset_commit(wire(request, version), version), OffsetCommitResponse,
+        response = check(await self.c.offsets.offset_commit(wire(request, version), version), OffsetCommitResponse,
                          version)
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
@@ -124,7 +124,7 @@ class Client:
         topics = None if partitions is None else [
             OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in partitions.items()]
         request = OffsetFetchRequest(group_id=group, topics=topics)
-        response = check(await self.c.offset_fetch(wire(request, version), version), OffsetFetchResponse, version)
+        response = check(await self.c.offsets.offset_fetch(wire(request, version), version), OffsetFetchResponse, version)
         return response.error_code, {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch,
                                                                     p.metadata, p.error_code)
                                      for t in response.topics for p in t.partitions}
@@ -135,7 +135,7 @@ class Client:
             OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None if ps is None else [
                 OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=p) for t, p in ps.items()])
             for g, ps in groups.items()])
-        response = check(await self.c.offset_fetch(wire(request, version), version), OffsetFetchResponse, version)
+        response = check(await self.c.offsets.offset_fetch(wire(request, version), version), OffsetFetchResponse, version)
         assert not response.topics
         return {g.group_id: (g.error_code, {(t.name, p.partition_index): (p.committed_offset,
                                                                           p.committed_leader_epoch, p.metadata,

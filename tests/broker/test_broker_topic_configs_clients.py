@@ -226,7 +226,7 @@ def _alter_loggers(kp_admin, configs, validate_only=False):
 def test_broker_loggers_are_described_and_set_at_runtime(kp_admin):
     import logging
     from kafka.admin import AlterConfigOp
-    name = "kafkawire.broker.consumer_groups"
+    name = "kafkawire.broker.groups.consumer"
     logger = logging.getLogger(name)
     described = _loggers(kp_admin)
     assert {"root", "kafkawire", name} <= set(described)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from kafkawire import messages as m
-from kafkawire.broker.consumer_group_store import CONSUMER_GROUPS_FILE_NAME, ConsumerGroupStore
-from kafkawire.broker.consumer_groups import ConsumerGroupCoordinator
+from kafkawire.broker.groups.consumer_store import CONSUMER_GROUPS_FILE_NAME, ConsumerGroupStore
+from kafkawire.broker.groups.consumer import ConsumerGroupCoordinator
 from kafkawire.error_codes import ErrorCode as E
 
 from fake_clock import FakeClock

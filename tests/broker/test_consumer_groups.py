@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafkawire import messages as m
-from kafkawire.broker.consumer_group_assignors import range_assignor, uniform
-from kafkawire.broker.consumer_groups import ConsumerGroupCoordinator
+from kafkawire.broker.groups.consumer_assignors import range_assignor, uniform
+from kafkawire.broker.groups.consumer import ConsumerGroupCoordinator
 from kafkawire.error_codes import ErrorCode as E
 
 from fake_clock import FakeClock

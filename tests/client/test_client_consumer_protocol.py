@@ -195,12 +195,12 @@ def test_a_static_classic_member_restarting_keeps_its_partitions(broker):
         a, b = await start("host-a"), await start("host-b")
         await settle(a, b)
         before = a.assignment()
-        generation = broker.broker.groups._groups["static-classic"].generation_id
+        generation = broker.broker.groups.groups["static-classic"].generation_id
         await a.close()  # a static member sends no LeaveGroup: its partitions wait for it
         restarted = await start("host-a")
         await settle(restarted, b)
         assert restarted.assignment() == before
-        assert broker.broker.groups._groups["static-classic"].generation_id == generation
+        assert broker.broker.groups.groups["static-classic"].generation_id == generation
         await restarted.close()
         await b.close()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..consumer_group_state import Assignment, ConsumerGroup
-from ..group_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
+from ..groups.consumer_state import Assignment, ConsumerGroup
+from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 

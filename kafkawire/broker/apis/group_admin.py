@@ -1,10 +1,10 @@
-"""DeleteGroups and OffsetDelete (``broker.group_deletion``), authorized as Kafka's KafkaApis does:
+"""DeleteGroups and OffsetDelete (``broker.groups.deletion``), authorized as Kafka's KafkaApis does:
 DELETE on each group; for OffsetDelete also READ on each topic, whose partitions must exist."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..group_deletion import delete_groups, delete_offsets
+from ..groups.deletion import delete_groups, delete_offsets
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 

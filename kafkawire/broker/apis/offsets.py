@@ -44,7 +44,7 @@ class OffsetApis:
             extra += [Topic(name=t.name if version < 10 else "", topic_id=t.topic_id if version >= 10 else ZERO_UUID,
                             partitions=[Partition(partition_index=p.partition_index, error_code=_TOPIC_DENIED)
                                         for p in t.partitions]) for t in denied]
-        response = await self.groups.offset_commit(request, version)
+        response = await self.groups.offsets.offset_commit(request, version)
         if extra:
             response.topics = list(response.topics) + extra
         return response
@@ -56,7 +56,7 @@ class OffsetApis:
             if not allowed(context, Operation.DESCRIBE, ResourceType.GROUP, request.group_id):
                 return error_response(9, request, version, _GROUP_DENIED)
             denied = self._deny_topics(request, context)
-            response = await self.groups.offset_fetch(request, version)
+            response = await self.groups.offsets.offset_fetch(request, version)
             self._answer_denied(response, denied, version, context)
             return response
         unknown_by_group, denied_by_group, refused = [], [], []
@@ -71,7 +71,7 @@ class OffsetApis:
                 unknown = []
             unknown_by_group.append(unknown)
             denied_by_group.append(self._deny_topics(group, context))
-        response = await self.groups.offset_fetch(request, version)
+        response = await self.groups.offsets.offset_fetch(request, version)
         Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
                             m.OffsetFetchResponse.OffsetFetchResponsePartitions)
         for group, unknown, denied in zip(response.groups, unknown_by_group, denied_by_group):

@@ -9,7 +9,7 @@ import re
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..offsets_topic import OFFSETS_TOPIC, offsets_partition_for
+from ..groups.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
 from ..security.acls import Operation, ResourceType
 from ..transactions import TransactionCoordinator, TxnState
 from .state import BrokerState, RequestContext
@@ -106,7 +106,7 @@ class TransactionApis:
         if denied:
             denied_topics = {name for name, _ in denied}
             request.topics = [t for t in request.topics if t.name not in denied_topics]
-        errors = self.state.groups.txn_offset_commit(request, version) if request.topics else {}
+        errors = self.state.groups.offsets.txn_offset_commit(request, version) if request.topics else {}
         return _txn_offset_response(keys, {**errors, **denied})
 
     def _verify_offsets_partition(self, request, version: int) -> int:

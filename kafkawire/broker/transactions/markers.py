@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ...error_codes import ErrorCode
-from ..offsets_topic import OFFSETS_TOPIC
+from ..groups.offsets_topic import OFFSETS_TOPIC
 from ..storage import LogAppendError
 
 __all__ = ["MarkerWriter"]

@@ -23,10 +23,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..error_codes import ErrorCode
-from .consumer_group_assignors import ASSIGNORS
-from .consumer_group_store import ConsumerGroupStore
-from .consumer_group_state import (STATIC_LEAVE_EPOCH, LEAVE_EPOCH, Assignment, ConsumerGroup, Member,
+from ...error_codes import ErrorCode
+from .consumer_assignors import ASSIGNORS
+from .consumer_store import ConsumerGroupStore
+from .consumer_state import (STATIC_LEAVE_EPOCH, LEAVE_EPOCH, Assignment, ConsumerGroup, Member,
                                    MemberState, reconcile)
 
 __all__ = ["ConsumerGroupCoordinator", "HeartbeatResult", "GroupError"]

@@ -23,8 +23,8 @@ import logging
 import uuid
 from pathlib import Path
 
-from .consumer_group_state import Assignment, ConsumerGroup, Member, MemberState
-from .journal import Journal
+from .consumer_state import Assignment, ConsumerGroup, Member, MemberState
+from ..journal import Journal
 
 __all__ = ["ConsumerGroupStore", "CONSUMER_GROUPS_FILE_NAME"]
 

@@ -1,25 +1,36 @@
 """Committed offsets of the classic group coordinator: OffsetCommit (checked against the group's
 generation and member, as ``GroupCoordinator.handleCommitOffsets``) and OffsetFetch, over the
-``OffsetStore``. A mixin of ``GroupCoordinator`` (``groups``)."""
+``OffsetStore``. The ``GroupCoordinator`` owns one ``GroupOffsets``."""
 from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
-from ..error_codes import ErrorCode
-from ..messages.offset_commit_response import OffsetCommitResponse
-from ..messages.offset_fetch_response import OffsetFetchResponse
-from .group_state import COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group
+from ...error_codes import ErrorCode
+from ...messages.offset_commit_response import OffsetCommitResponse
+from ...messages.offset_fetch_response import OffsetFetchResponse
+from .classic_state import COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group
 from .offsets_store import CommittedOffset
 from .offsets_topic import offsets_partition_for
 
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
 __all__ = ["GroupOffsets"]
 
-log = logging.getLogger("kafkawire.broker.groups")
+log = logging.getLogger(__name__)
 
 
 class GroupOffsets:
-    """OffsetCommit and OffsetFetch for ``GroupCoordinator``."""
+    """OffsetCommit and OffsetFetch of a ``GroupCoordinator``'s groups."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self.coordinator = coordinator  # its settings may change while it runs
+        self.groups = coordinator.groups
+        self.store = coordinator.store
+        self.consumer = coordinator.consumer
+        self.membership = coordinator.membership
 
     # -- OffsetCommit ----------------------------------------------------------------------------------
 
@@ -39,7 +50,7 @@ class GroupOffsets:
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         member_id = request.member_id if version >= 1 else ""
         instance_id = request.group_instance_id if version >= 7 else None
-        error = self._status_error(group_id, allow_empty=True)
+        error = self.membership.status_error(group_id, allow_empty=True)
         group = None
         consumer_group = self.consumer.groups.get(group_id)
         if error is None and consumer_group is not None:  # KIP-848: the member epoch is the generation
@@ -48,15 +59,17 @@ class GroupOffsets:
                 return [[error] * len(topic.partitions) for topic in request.topics]
             return self._store_commit(group_id, request, version)
         if error is None:
-            group = self._groups.get(group_id)
+            group = self.groups.get(group_id)
             if group is None:
                 if generation < 0:  # not using group management: a standalone commit
-                    group = self._groups[group_id] = _Group(group_id)
+                    group = self.groups[group_id] = _Group(group_id)
                 else:
                     error = ErrorCode.ILLEGAL_GENERATION
         if error is None:
+            assert group is not None  # found or made above
             error = self._validate_offset_commit(group, generation, member_id, instance_id)
         if error is None:
+            assert group is not None
             if group.state is COMPLETING:
                 # The member has its JoinGroup answer but not its assignment yet.
                 error = ErrorCode.REBALANCE_IN_PROGRESS
@@ -64,7 +77,7 @@ class GroupOffsets:
                 # Commits during a rebalance are allowed (heartbeats tell the member to rejoin).
                 member = group.members.get(member_id)
                 if member is not None:
-                    self._schedule_member_expiry(group, member)
+                    self.membership.schedule_member_expiry(group, member)
         if error is not None:
             return [[error] * len(topic.partitions) for topic in request.topics]
         return self._store_commit(group_id, request, version)
@@ -75,13 +88,13 @@ class GroupOffsets:
         entries: list[tuple[tuple[str, int], CommittedOffset]] = []
         positions: list[tuple[int, int]] = []  # where each entry's result goes
         for t, topic in enumerate(request.topics):
-            topic_errors = []
+            topic_errors: list[int] = []
             for p, partition in enumerate(topic.partitions):
                 metadata = partition.committed_metadata
-                if metadata is not None and len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                if metadata is not None and len(metadata.encode("utf-8")) > self.coordinator.offset_metadata_max_bytes:
                     topic_errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                elif self.partition_exists is not None and \
-                        not self.partition_exists(topic.name, partition.partition_index):
+                elif self.coordinator.partition_exists is not None and \
+                        not self.coordinator.partition_exists(topic.name, partition.partition_index):
                     topic_errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     topic_errors.append(NONE)
@@ -105,7 +118,7 @@ class GroupOffsets:
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation >= 0 or member_id or instance_id is not None:
-            error = self._validate_current_member(group, member_id, instance_id)
+            error = self.membership.validate_current_member(group, member_id, instance_id)
             if error is None and generation != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
             return error
@@ -121,16 +134,16 @@ class GroupOffsets:
         requested partition's error code."""
         group_id = request.group_id
         keys = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
-        error = self._status_error(group_id, allow_empty=True)
+        error = self.membership.status_error(group_id, allow_empty=True)
         consumer_group = self.consumer.groups.get(group_id)
         if error is None and consumer_group is not None:
             error = self.consumer.validate_offset_commit(
                 consumer_group, request.member_id if version >= 3 else "",
                 request.generation_id if version >= 3 else -1, version, transactional=True)
         elif error is None:
-            group = self._groups.get(group_id)
+            group = self.groups.get(group_id)
             if group is None:
-                group = self._groups[group_id] = _Group(group_id)
+                group = self.groups[group_id] = _Group(group_id)
             error = self._validate_txn_offset_commit(group, request, version)
         if error is not None:
             return dict.fromkeys(keys, error)
@@ -141,9 +154,9 @@ class GroupOffsets:
             for partition in topic.partitions:
                 key = (topic.name, partition.partition_index)
                 metadata = partition.committed_metadata
-                if metadata is not None and len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                if metadata is not None and len(metadata.encode("utf-8")) > self.coordinator.offset_metadata_max_bytes:
                     results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                elif self.partition_exists is not None and not self.partition_exists(*key):
+                elif self.coordinator.partition_exists is not None and not self.coordinator.partition_exists(*key):
                     results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     results[key] = NONE
@@ -183,8 +196,8 @@ class GroupOffsets:
     async def offset_fetch(self, request, version: int) -> OffsetFetchResponse:
         if version >= 8:
             Group = OffsetFetchResponse.OffsetFetchResponseGroup
-            Topic = OffsetFetchResponse.OffsetFetchResponseTopics
-            Partition = OffsetFetchResponse.OffsetFetchResponsePartitions
+            GroupTopic = OffsetFetchResponse.OffsetFetchResponseTopics
+            GroupPartition = OffsetFetchResponse.OffsetFetchResponsePartitions
             groups = []
             for requested in request.groups:
                 consumer_group = self.consumer.groups.get(requested.group_id)
@@ -197,7 +210,7 @@ class GroupOffsets:
                     continue
                 error, topics = self._fetch_offsets(requested.group_id, requested.topics, request.require_stable)
                 groups.append(Group(group_id=requested.group_id, error_code=error, topics=[
-                    Topic(name=name, partitions=[Partition(
+                    GroupTopic(name=name, partitions=[GroupPartition(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=pe) for p, o, e, m, pe in partitions])
                     for name, partitions in topics]))
@@ -220,7 +233,7 @@ class GroupOffsets:
         without a committed offset get offset -1 and no error, as in Kafka. With ``require_stable``
         (KIP-447), a partition with offsets pending in an open transaction is UNSTABLE_OFFSET_COMMIT.
         """
-        error = self._status_error(group_id, allow_empty=True)
+        error = self.membership.status_error(group_id, allow_empty=True)
         if error is not None:
             return error, [(t.name, [(p, -1, -1, "", error) for p in t.partition_indexes])
                            for t in requested_topics or ()]
@@ -235,12 +248,12 @@ class GroupOffsets:
         for topic in requested_topics:
             partitions = []
             for p in topic.partition_indexes:
-                c = committed.get((topic.name, p))
+                found = committed.get((topic.name, p))
                 if require_stable and self.store.has_pending(group_id, topic.name, p):
                     partitions.append((p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
-                elif c is None:
+                elif found is None:
                     partitions.append((p, -1, -1, "", NONE))
                 else:
-                    partitions.append((p, c.offset, c.leader_epoch, c.metadata, NONE))
+                    partitions.append((p, found.offset, found.leader_epoch, found.metadata, NONE))
             topics.append((topic.name, partitions))
         return NONE, topics

@@ -1,39 +1,54 @@
 """The classic group protocol's membership, as Kafka's ``GroupCoordinator.scala`` runs it: JoinGroup,
 SyncGroup, Heartbeat and LeaveGroup, the rebalance that moves a group from one generation to the
-next, and the timers that drive it (session, rebalance, initial delay, pending sync). A mixin of
-``GroupCoordinator`` (``groups``), which owns the groups and the store."""
+next, and the timers that drive it (session, rebalance, initial delay, pending sync). The
+``GroupCoordinator`` owns one ``ClassicMembership``, and the groups and the store it works on."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..error_codes import ErrorCode
-from ..messages.heartbeat_response import HeartbeatResponse
-from ..messages.join_group_response import JoinGroupResponse
-from ..messages.leave_group_response import LeaveGroupResponse
-from ..messages.sync_group_response import SyncGroupResponse
-from .group_state import (
+from ...error_codes import ErrorCode
+from ...messages.heartbeat_response import HeartbeatResponse
+from ...messages.join_group_response import JoinGroupResponse
+from ...messages.leave_group_response import LeaveGroupResponse
+from ...messages.sync_group_response import SyncGroupResponse
+from .classic_state import (
     COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group, _JoinArgs, _JoinResult, _Member, _resolve,
     _SyncResult, _Timer,
 )
 from .offsets_store import GroupRecord, MemberRecord
 
-__all__ = ["GroupMembership"]
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
 
-log = logging.getLogger("kafkawire.broker.groups")
+__all__ = ["ClassicMembership"]
+
+log = logging.getLogger(__name__)
 
 
-class GroupMembership:
-    """Membership and rebalancing for ``GroupCoordinator``."""
+class ClassicMembership:
+    """Membership and rebalancing of the classic groups of a ``GroupCoordinator``."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self.coordinator = coordinator  # its settings may change while it runs (tests shorten sessions)
+        self.groups = coordinator.groups
+        self.store = coordinator.store
+        self.consumer = coordinator.consumer
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self.coordinator.loop
+        assert loop is not None, "the group coordinator has not started"
+        return loop
 
     # -- timers ----------------------------------------------------------------------------------------
 
     def _timer(self, delay_ms: float, callback: Callable[[], None]) -> _Timer:
-        return _Timer(self._loop, self.clock, delay_ms / 1000.0, callback)
+        return _Timer(self.loop, self.coordinator.clock, delay_ms / 1000.0, callback)
 
-    def _schedule_member_expiry(self, group: _Group, member: _Member, timeout_ms: int | None = None) -> None:
+    def schedule_member_expiry(self, group: _Group, member: _Member, timeout_ms: int | None = None) -> None:
         """completeAndScheduleNextExpiration: the member must be heard from again within the timeout."""
         timeout_ms = member.session_timeout_ms if timeout_ms is None else timeout_ms
         if member.timer is None:
@@ -69,7 +84,7 @@ class GroupMembership:
         if group.join_timer is not None:
             group.join_timer.cancel()
         if group.state is EMPTY:
-            delay = self.initial_rebalance_delay_ms
+            delay = self.coordinator.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms - delay, 0)
             self._set_initial_join_timer(group, delay, remaining)
         else:
@@ -90,7 +105,7 @@ class GroupMembership:
         group.join_timer = None
         if group.new_member_added and remaining_ms != 0:
             group.new_member_added = False
-            delay = min(self.initial_rebalance_delay_ms, remaining_ms)
+            delay = min(self.coordinator.initial_rebalance_delay_ms, remaining_ms)
             self._set_initial_join_timer(group, delay, max(remaining_ms - delay_ms, 0))
         else:
             self._complete_join(group)
@@ -137,7 +152,7 @@ class GroupMembership:
             _resolve(fut, _JoinResult(
                 NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
                 group.leader_id or "", False, all_metadata if group.is_leader(member.member_id) else []))
-            self._schedule_member_expiry(group, member)
+            self.schedule_member_expiry(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         generation = group.generation_id
@@ -157,7 +172,7 @@ class GroupMembership:
     def _record_group(self, group: _Group) -> None:
         """Store the group's metadata: with its members once it is Stable (the assignment known),
         else only its generation."""
-        members = ()
+        members: tuple[MemberRecord, ...] = ()
         if group.state is STABLE:
             members = tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                          m.rebalance_timeout_ms, m.session_timeout_ms,
@@ -213,7 +228,7 @@ class GroupMembership:
             fut, member.sync_future = member.sync_future, None
             if _resolve(fut, _SyncResult(error, group.protocol_type if ok else None,
                                          group.protocol_name if ok else None, member.assignment)):
-                self._schedule_member_expiry(group, member)
+                self.schedule_member_expiry(group, member)
 
     def _remove_member(self, group: _Group, member: _Member, error: int) -> None:
         """group.remove, answering the member's parked requests (if any) with ``error``."""
@@ -237,7 +252,7 @@ class GroupMembership:
         if group.state is PREPARING:
             self._try_complete_join(group)
 
-    def _validate_current_member(self, group: _Group, member_id: str, group_instance_id: str | None):
+    def validate_current_member(self, group: _Group, member_id: str, group_instance_id: str | None):
         if group_instance_id is not None:
             current = group.static_members.get(group_instance_id)
             if current is None:
@@ -248,11 +263,11 @@ class GroupMembership:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    def _status_error(self, group_id: str, allow_empty: bool = False):
+    def status_error(self, group_id: str, allow_empty: bool = False):
         """validateGroupStatus for this single, always-loaded coordinator."""
         if group_id is None or (not group_id and not allow_empty):
             return ErrorCode.INVALID_GROUP_ID
-        if not self._active:
+        if not self.coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return None
 
@@ -267,7 +282,7 @@ class GroupMembership:
     def _handle_join(self, request, version, client_id, client_host):
         group_id = request.group_id
         member_id = request.member_id or ""
-        error = self._status_error(group_id)
+        error = self.status_error(group_id)
         if error is None and group_id in self.consumer.groups:  # a KIP-848 group of that id
             if self.consumer.groups[group_id].members:
                 error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -279,7 +294,7 @@ class GroupMembership:
         if error is not None:
             return _JoinResult(error, member_id)
         session_timeout_ms = request.session_timeout_ms
-        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+        if not self.coordinator.min_session_timeout_ms <= session_timeout_ms <= self.coordinator.max_session_timeout_ms:
             return _JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         join = _JoinArgs(
             group_instance_id=request.group_instance_id if version >= 5 else None,
@@ -289,11 +304,11 @@ class GroupMembership:
             protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
             version=version)
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is None:
             if member_id:
                 return _JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self._groups[group_id] = _Group(group_id)
+            group = self.groups[group_id] = _Group(group_id)
         if not member_id:
             result = self._new_member_join(group, join)
         else:
@@ -328,7 +343,7 @@ class GroupMembership:
             if join.group_instance_id is not None:  # pending members are never static
                 return _JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             return self._add_member_and_rebalance(group, member_id, join)
-        error = self._validate_current_member(group, member_id, join.group_instance_id)
+        error = self.validate_current_member(group, member_id, join.group_instance_id)
         if error is not None:
             return _JoinResult(error, member_id)
         member = group.members[member_id]
@@ -359,9 +374,9 @@ class GroupMembership:
         if group.state is PREPARING and group.generation_id == 0:
             group.new_member_added = True  # lets the initial rebalance delay extend
         group.add(member)
-        future = member.join_future = self._loop.create_future()
+        future = member.join_future = self.loop.create_future()
         # A new member parked in JoinGroup cannot heartbeat: it gets the (long) new-member timeout.
-        self._schedule_member_expiry(group, member, self.new_member_join_timeout_ms)
+        self.schedule_member_expiry(group, member, self.coordinator.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
         return future
 
@@ -375,7 +390,7 @@ class GroupMembership:
 
     def _update_member_and_rebalance(self, group: _Group, member: _Member, join: _JoinArgs,
                                      reason: str) -> asyncio.Future:
-        future = self._loop.create_future()
+        future = self.loop.create_future()
         self._update_member(group, member, join, future)
         self._maybe_prepare_rebalance(group, reason)
         return future
@@ -394,13 +409,14 @@ class GroupMembership:
         group.members[new_member_id] = member
         if group.leader_id == old_member_id:
             group.leader_id = new_member_id
+        assert join.group_instance_id is not None  # a static member's rejoin
         group.static_members[join.group_instance_id] = new_member_id
         if old_member_id in group.pending_sync:
             group.pending_sync.discard(old_member_id)
             group.pending_sync.add(new_member_id)
         member.client_id, member.client_host = join.client_id, join.client_host
-        self._schedule_member_expiry(group, member)
-        future = self._loop.create_future()
+        self.schedule_member_expiry(group, member)
+        future = self.loop.create_future()
         self._update_member(group, member, join, future)
         if group.state is STABLE:
             if group.select_protocol() == group.protocol_name:
@@ -435,17 +451,17 @@ class GroupMembership:
     def _handle_sync(self, request, version):
         if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
             return _SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        error = self._status_error(request.group_id)
+        error = self.status_error(request.group_id)
         if error is not None:
             return _SyncResult(error)
-        group = self._groups.get(request.group_id)
+        group = self.groups.get(request.group_id)
         if group is None:
             return _SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 3 else None
         if group.state is DEAD:
             return _SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self.validate_current_member(group, member_id, instance_id)
         if error is None:
             if request.generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
@@ -460,7 +476,7 @@ class GroupMembership:
             return _SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         member = group.members[member_id]
         if group.state is COMPLETING:
-            future = self._loop.create_future()
+            future = self.loop.create_future()
             old, member.sync_future = member.sync_future, future
             if old is not None:  # a retried SyncGroup supersedes the parked one
                 _resolve(old, _SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
@@ -478,7 +494,7 @@ class GroupMembership:
             return future
         # Stable: the assignment is already known.
         self._remove_pending_sync_member(group, member_id)
-        self._schedule_member_expiry(group, member)
+        self.schedule_member_expiry(group, member)
         return _SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
 
     # -- Heartbeat -------------------------------------------------------------------------------------
@@ -487,16 +503,16 @@ class GroupMembership:
         return HeartbeatResponse(throttle_time_ms=0, error_code=self._handle_heartbeat(request, version))
 
     def _handle_heartbeat(self, request, version) -> int:
-        error = self._status_error(request.group_id)
+        error = self.status_error(request.group_id)
         if error is not None:
             return error
-        group = self._groups.get(request.group_id)
+        group = self.groups.get(request.group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         member_id = request.member_id
-        error = self._validate_current_member(
+        error = self.validate_current_member(
             group, member_id, request.group_instance_id if version >= 3 else None)
         if error is not None:
             return error
@@ -504,7 +520,7 @@ class GroupMembership:
             return ErrorCode.ILLEGAL_GENERATION
         if group.state is EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._schedule_member_expiry(group, group.members[member_id])
+        self.schedule_member_expiry(group, group.members[member_id])
         if group.state is PREPARING:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return NONE  # Stable, or CompletingRebalance (heartbeats may precede SyncGroup)
@@ -525,10 +541,10 @@ class GroupMembership:
             for m, i, e in member_errors])
 
     def _handle_leave(self, group_id: str, leaving):
-        error = self._status_error(group_id)
+        error = self.status_error(group_id)
         if error is not None:
             return error, []
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is None:
             return NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
         if group.state is DEAD:
@@ -546,7 +562,7 @@ class GroupMembership:
                 self._remove_pending_member_and_update_group(group, member_id)
                 results.append((member_id, instance_id, NONE))
             else:
-                error = self._validate_current_member(group, member_id, instance_id)
+                error = self.validate_current_member(group, member_id, instance_id)
                 if error is None:
                     log.info("member %s left group %s", member_id, group_id)
                     self._remove_member_and_update_group(group, group.members[member_id])

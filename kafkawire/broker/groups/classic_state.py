@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..error_codes import ErrorCode
+from ...error_codes import ErrorCode
 
 __all__ = ["GroupState", "NONE", "NEW_MEMBER_JOIN_TIMEOUT_MS", "OFFSET_METADATA_MAX_BYTES"]
 
@@ -77,7 +77,7 @@ class _Timer:
         self._clock = clock
         self._callback = callback
         self.deadline = clock() + delay_s
-        self._handle = loop.call_later(max(delay_s, 0.0), self._fire)
+        self._handle: asyncio.TimerHandle | None = loop.call_later(max(delay_s, 0.0), self._fire)
 
     def _fire(self) -> None:
         remaining = self.deadline - self._clock()
@@ -129,7 +129,7 @@ class _Member:
         self.is_new = False
         self.timer: _Timer | None = None  # session (heartbeat) expiry
 
-    def metadata(self, protocol: str) -> bytes:
+    def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
             if name == protocol:
                 return metadata

@@ -1,9 +1,10 @@
 """The classic consumer-group coordinator: ``GroupCoordinator``, its lifecycle and the group queries.
 
-Its parts, one concern a module: ``group_state`` (states, members and groups as data),
-``group_membership`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance), ``group_offsets``
-(OffsetCommit, OffsetFetch) and ``offsets_store`` (what survives a restart: offsets and each stable
-generation's members).
+The coordinator owns the groups and the collaborators that work on them, one concern a module:
+``classic_state`` (states, members and groups as data), ``classic`` (``ClassicMembership``: JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and the rebalance), ``offsets`` (``GroupOffsets``: OffsetCommit,
+OffsetFetch), ``offsets_store`` (what survives a restart: offsets and each stable generation's members)
+and ``consumer`` (Kafka 4's consumer groups, which share the group ids and offsets).
 
 A port of the protocol logic of Kafka's ``GroupCoordinator.scala`` / ``GroupMetadata.scala`` (the classic
 group protocol) to asyncio: the purgatories become futures the request handlers await, and the delayed
@@ -23,7 +24,7 @@ Group states and their transitions are Kafka's::
   members that do not send SyncGroup within the rebalance timeout are removed.
 - Heartbeat answers REBALANCE_IN_PROGRESS while a rebalance prepares; a member that misses its session
   timeout is removed and the group rebalances.
-- OffsetCommit / OffsetFetch keep offsets in an :class:`~kafkawire.broker.offsets_store.OffsetStore`.
+- OffsetCommit / OffsetFetch keep offsets in an :class:`~kafkawire.broker.groups.offsets_store.OffsetStore`.
 
 The broker is always the coordinator, so NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS never arise
 (``start()`` loads everything before requests are served).
@@ -36,14 +37,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..error_codes import ErrorCode
-from ..messages.describe_groups_response import DescribeGroupsResponse
-from ..messages.list_groups_response import ListGroupsResponse
-from .consumer_group_store import ConsumerGroupStore
-from .consumer_groups import ConsumerGroupCoordinator
-from .group_membership import GroupMembership
-from .group_offsets import GroupOffsets
-from .group_state import (
+from ...error_codes import ErrorCode
+from ...messages.describe_groups_response import DescribeGroupsResponse
+from ...messages.list_groups_response import ListGroupsResponse
+from .consumer_store import ConsumerGroupStore
+from .consumer import ConsumerGroupCoordinator
+from .classic import ClassicMembership
+from .offsets import GroupOffsets
+from .classic_state import (
     _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS, DEAD, NEW_MEMBER_JOIN_TIMEOUT_MS,
     NONE, OFFSET_METADATA_MAX_BYTES, STABLE, GroupState, _Group, _JoinResult, _Member, _resolve, _SyncResult,
 )
@@ -54,7 +55,7 @@ __all__ = ["GroupCoordinator", "GroupState"]
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinator(GroupMembership, GroupOffsets):
+class GroupCoordinator:
     """Kafka's classic group coordinator and offset manager for a single broker (always the coordinator).
 
     Request methods take the decoded request and its version and return the response to encode at that
@@ -81,7 +82,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.partition_exists = partition_exists
         self.store = OffsetStore(self.data_dir, fsync=fsync)
-        self._groups: dict[str, _Group] = {}
+        self.groups: dict[str, _Group] = {}  # the classic groups
         # KIP-848 groups: the same ids and offsets, the other protocol (``topic_metadata()``: the
         # cluster's topics, name -> (topic id, partition count))
         self.consumer = ConsumerGroupCoordinator(
@@ -89,21 +90,23 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
             heartbeat_interval_ms=consumer_heartbeat_interval_ms, assignors=consumer_assignors,
             clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
             store=ConsumerGroupStore(self.data_dir, fsync=fsync))
-        self._active = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.membership = ClassicMembership(self)
+        self.offsets = GroupOffsets(self)
+        self.active = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # set by start(): the timers run on it
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Load committed offsets and group generations from ``data_dir``; start serving."""
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         self.store.load()
         self.consumer.load()
-        self._groups.clear()
+        self.groups.clear()
         for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups):
             record = self.store.groups.get(group_id)
-            self._groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
-        self._active = True
+            self.groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
+        self.active = True
 
     def _restore(self, group_id: str, record: GroupRecord) -> _Group:
         """A group as stored: Stable with its members (each given a session timeout to be heard from
@@ -119,15 +122,15 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
                              [(record.protocol, stored.metadata)])
             member.assignment = stored.assignment
             group.add(member)
-            self._schedule_member_expiry(group, member)
+            self.membership.schedule_member_expiry(group, member)
         group.leader_id = record.leader if record.leader in group.members else next(iter(group.members))
         return group
 
     async def close(self) -> None:
         """Cancel every timer, answer parked requests NOT_COORDINATOR (clients look the coordinator up
         again) and close the offsets file."""
-        self._active = False
-        for group in self._groups.values():
+        self.active = False
+        for group in self.groups.values():
             group.cancel_timers()
             for member in group.members.values():
                 fut, member.join_future = member.join_future, None
@@ -152,30 +155,30 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
 
     def group_state(self, group_id: str) -> str:
         """The group's state name (Kafka's), "Dead" for an unknown group."""
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is None and group_id in self.consumer.groups:
             return self.consumer.groups[group_id].state
         return DEAD.value if group is None else group.state.value
 
     def _classic_in_use(self, group_id: str) -> bool:
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
     def _drop_empty_classic(self, group_id: str) -> None:
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is not None and not group.members:
-            del self._groups[group_id]
+            del self.groups[group_id]
 
     # -- ListGroups / DescribeGroups -------------------------------------------------------------------
 
     async def list_groups(self, request, version: int) -> ListGroupsResponse:
-        if not self._active:
+        if not self.active:
             return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         states = {s.lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.lower() for t in request.types_filter} if version >= 5 else set()
         listed = []
         if not types or "classic" in types:
-            for group in self._groups.values():
+            for group in self.groups.values():
                 if states and group.state.value.lower() not in states:
                     continue
                 listed.append(ListGroupsResponse.ListedGroup(
@@ -198,10 +201,10 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
     def _describe(self, group_id: str, version: int, include_ops: bool):
         Described, Member = DescribeGroupsResponse.DescribedGroup, DescribeGroupsResponse.DescribedGroupMember
         operations = _GROUP_AUTHORIZED_OPERATIONS if include_ops else _NO_AUTHORIZED_OPERATIONS
-        error = self._status_error(group_id, allow_empty=True)
+        error = self.membership.status_error(group_id, allow_empty=True)
         if error is not None:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
-        group = self._groups.get(group_id)
+        group = self.groups.get(group_id)
         if group is None:
             # v6 says so (KIP-1043); before, an unknown group is described as Dead with no error
             return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from ..errors import DecodeError
-from ..error_codes import ErrorCode
-from ..messages import ConsumerProtocolSubscription
-from .group_state import DEAD, EMPTY
+from ...errors import DecodeError
+from ...error_codes import ErrorCode
+from ...messages import ConsumerProtocolSubscription
+from .classic_state import DEAD, EMPTY
 
 __all__ = ["delete_groups", "delete_offsets"]
 
@@ -18,8 +18,8 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
     once the group and its committed offsets are gone (for good: the deletion is written first)."""
     results = []
     for group_id in group_ids:
-        error = coordinator._status_error(group_id)
-        group = coordinator._groups.get(group_id)
+        error = coordinator.membership.status_error(group_id)
+        group = coordinator.groups.get(group_id)
         consumer_group = coordinator.consumer.groups.get(group_id)
         known = (group is not None and group.state is not DEAD) or consumer_group is not None \
             or group_id in coordinator.store.offsets
@@ -38,7 +38,7 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
                 if group is not None:
                     group.cancel_timers()
                     group.state = DEAD
-                    del coordinator._groups[group_id]
+                    del coordinator.groups[group_id]
         results.append((group_id, error if error is not None else ErrorCode.NONE))
     return results
 
@@ -47,8 +47,8 @@ def delete_offsets(coordinator, group_id: str, partitions: list[tuple[str, int]]
     """(group error, {(topic, partition): error}): GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a group with
     members of another protocol than ``consumer``; GROUP_SUBSCRIBED_TO_TOPIC for the partitions of topics
     its consumers are subscribed to; the other partitions' offsets are deleted."""
-    error = coordinator._status_error(group_id)
-    group = coordinator._groups.get(group_id)
+    error = coordinator.membership.status_error(group_id)
+    group = coordinator.groups.get(group_id)
     consumer_group = coordinator.consumer.groups.get(group_id)
     if error is None and (group is None or group.state is DEAD) and consumer_group is None \
             and group_id not in coordinator.store.offsets:

@@ -1,0 +1,7 @@
+"""Groups and their offsets: the classic group protocol (``classic``, its state in ``classic_state``),
+Kafka 4's consumer groups (KIP-848: ``consumer``, with ``consumer_state``, ``consumer_store`` and the
+server-side ``consumer_assignors``), committed offsets (``offsets`` over ``offsets_store``), DeleteGroups
+and OffsetDelete (``deletion``), and the coordinator that owns them all (``coordinator``)."""
+from .coordinator import GroupCoordinator, GroupState
+
+__all__ = ["GroupCoordinator", "GroupState"]
