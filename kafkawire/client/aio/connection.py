@@ -27,7 +27,12 @@ order, once the exchange is done; those already written are answered first, as t
 order.
 
 ``ConnectionManager`` keeps one connection per (broker, role), connects on demand, shares a connect
-in progress, and backs off after a failed attempt. A connection that fails to authenticate is not
+in progress, and backs off after a failed attempt as Kafka's ``ClusterConnectionStates`` does:
+``reconnect.backoff.ms`` doubling per consecutive failure up to ``reconnect.backoff.max.ms``, and
+each attempt bounded by ``socket.connection.setup.timeout.ms``, doubling per attempt that timed out up to
+``socket.connection.setup.timeout.max.ms`` (both with 20% jitter). The calls retry until their own
+timeout and then raise the manager's ``timeout_error``: a KafkaTimeoutError naming the broker(s) and the
+last cause (refused, unreachable, or which request went unanswered within request.timeout.ms). A connection that fails to authenticate is not
 retried: the manager keeps its AuthenticationException, raises it to every later caller, and tells
 the client (``on_authentication_failure``).
 """
@@ -51,8 +56,11 @@ from kafkawire.messages import ApiVersionsRequest
 from kafkawire.messages import api as _api
 
 from ..core.consumer_memory import Lease, MemoryPool
+from ..core.network_config import ExponentialBackoff, NetworkConfig
 from ..core.sasl_client import reauthentication_delay_ms
-from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
+from ..errors import (
+    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError, RequestTimedOut,
+)
 from .authentication import ConnectionSecurity
 from .tls import closed_early_hint, handshake_failure, is_refusal
 
@@ -101,12 +109,15 @@ class BrokerConnection:
                  request_timeout_ms: int = 30000, memory_pool: MemoryPool | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, role: str = DEFAULT_ROLE,
                  security: ConnectionSecurity | None = None,
-                 on_authentication_failure: AuthenticationListener | None = None):
+                 on_authentication_failure: AuthenticationListener | None = None,
+                 connection_setup_timeout_ms: float = 10000):
         self.host = host
         self.port = port
         self.node_id = node_id
         self.role = role
         self.request_timeout_ms = request_timeout_ms
+        self.connection_setup_timeout_ms = connection_setup_timeout_ms
+        self.setup_timed_out = False  # connect() gave up on the socket within the setup timeout
         self.memory_pool = memory_pool
         self.max_frame = max_frame
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -146,6 +157,15 @@ class BrokerConnection:
     def in_flight(self) -> int:
         return len(self._pending) + len(self._held or ())
 
+    @property
+    def peer(self) -> str:
+        """host:port, and the node id once metadata gave one (a bootstrap server has none)."""
+        return f"{self.host}:{self.port}" + (f" (node {self.node_id})" if self.node_id is not None else "")
+
+    def awaited(self) -> str | None:
+        """The name of the oldest request still waiting for its answer, if any."""
+        return _api(self._pending[0].api_key).name if self._pending else None
+
     # ---- connecting ------------------------------------------------------------------------------
     async def connect(self) -> BrokerConnection:
         """Open the socket (with TLS, its handshake), negotiate versions (ApiVersions) and authenticate
@@ -154,7 +174,9 @@ class BrokerConnection:
             raise KafkaConnectionError(f"{self!r} is closed")
         context = self.security.ssl_context if self.security is not None else None
         try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
+            # socket.connection.setup.timeout.ms bounds the socket and its TLS handshake; the requests
+            # that follow (ApiVersions, SASL) have request.timeout.ms each, as in Kafka
+            async with asyncio.timeout(self.connection_setup_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
                                                                            limit=_STREAM_LIMIT, ssl=context)
         except ssl.SSLError as error:
@@ -171,8 +193,13 @@ class BrokerConnection:
                 raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: "
                                            f"{str(error) or type(error).__name__}"
                                            f"{self._closed_early_hint(during_handshake=True)}") from error
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {str(error) or 'timed out'}") \
-                from error
+            if isinstance(error, TimeoutError):
+                self.setup_timed_out = True
+                raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} within "
+                                           f"socket.connection.setup.timeout.ms ({self.connection_setup_timeout_ms:.0f} "
+                                           f"ms)") from error
+            raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} "
+                                       f"({type(error).__name__}: {error})") from error
         if self.memory_pool is not None:
             self._pool_freed = asyncio.Event()
             self.memory_pool.add_listener(self._on_pool_release)
@@ -281,9 +308,10 @@ class BrokerConnection:
     def _timed_out(self, pending: _Pending, timeout: float) -> None:
         pending.timer = None
         name = _api(pending.api_key).name
-        log.warning("%s request to node %s timed out after %.0f ms; closing %r", name, self.node_id, timeout, self)
-        self._abort(RequestTimedOut(f"{name} request to {self.host}:{self.port} (node {self.node_id}) got no response "
-                                    f"within {timeout:.0f} ms; connection closed"))
+        log.warning("%s request to %s timed out after %.0f ms; closing %r", name, self.peer, timeout, self)
+        limit = "request.timeout.ms " if timeout == self.request_timeout_ms else ""
+        self._abort(RequestTimedOut(f"{self.peer} did not answer {name} within {limit}({timeout:.0f} ms); "
+                                    f"connection closed"))
 
     # ---- responses -------------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -318,6 +346,9 @@ class BrokerConnection:
                     continue
                 pending.future.set_result(Reply(body, size, lease) if pending.charge else body)
         except asyncio.CancelledError:
+            # the loop is shutting down (asyncio.run's end, a client dropped without close()): let the
+            # socket go now, not as an "unclosed transport" when it is collected
+            self._abort(KafkaConnectionError(f"connection to {self.peer} was cancelled"))
             raise
         except asyncio.IncompleteReadError:
             hint = self._closed_early_hint() if self.bytes_received == 0 else ""
@@ -460,7 +491,8 @@ class ConnectionManager:
 
     def __init__(self, *, client_id: str = "kafkawire", request_timeout_ms: int = 30000,
                  memory_pool: MemoryPool | None = None, reconnect_backoff_ms: float = 50,
-                 reconnect_backoff_max_ms: float = 1000, security: ConnectionSecurity | None = None,
+                 reconnect_backoff_max_ms: float = 1000, connection_setup_timeout_ms: float = 10000,
+                 connection_setup_timeout_max_ms: float = 30000, security: ConnectionSecurity | None = None,
                  on_authentication_failure: AuthenticationListener | None = None):
         self.client_id = client_id
         self.security = security
@@ -468,13 +500,29 @@ class ConnectionManager:
         self._on_authentication_failure = on_authentication_failure
         self.request_timeout_ms = request_timeout_ms
         self.memory_pool = memory_pool
-        self.reconnect_backoff_ms = reconnect_backoff_ms
-        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.reconnect_backoff = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self.connection_setup_timeout = ExponentialBackoff(connection_setup_timeout_ms,
+                                                           max(connection_setup_timeout_ms,
+                                                               connection_setup_timeout_max_ms))
         self.brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[tuple[object, str], BrokerConnection] = {}
         self._connecting: dict[tuple[object, str], asyncio.Task] = {}
-        self._failures: dict[tuple[object, str], tuple[int, float]] = {}  # attempts, when the last one failed
+        self._in_setup: dict[tuple[object, str], BrokerConnection] = {}  # connecting now (not backing off)
+        # per (node, role) still failing: consecutive failed attempts, when the last failed, the backoff it
+        # set and why it failed
+        self._failures: dict[tuple[object, str], tuple[int, float, float, BaseException | None]] = {}
+        self._setup_timeouts: dict[tuple[object, str], int] = {}  # consecutive attempts that timed out
         self._closed = False
+
+    @classmethod
+    def of(cls, config: NetworkConfig, client_id: str, **options) -> ConnectionManager:
+        """A manager with a client config's timeouts and backoffs."""
+        return cls(client_id=client_id, request_timeout_ms=config.request_timeout_ms,
+                   reconnect_backoff_ms=config.reconnect_backoff_ms,
+                   reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+                   connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+                   connection_setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
+                   security=ConnectionSecurity.of(config), **options)
 
     def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
         self.brokers = dict(brokers)
@@ -488,8 +536,7 @@ class ConnectionManager:
         failure = self._failures.get((node_id, role))
         if failure is None:
             return 0.0
-        attempts, when = failure
-        backoff = min(self.reconnect_backoff_ms * (2 ** (attempts - 1)), self.reconnect_backoff_max_ms)
+        _, when, backoff, _ = failure
         return max(0.0, when + backoff - _now_ms())
 
     async def connection(self, node_id: int, role: str = DEFAULT_ROLE) -> BrokerConnection:
@@ -500,7 +547,7 @@ class ConnectionManager:
         return await self._get((node_id, role), host, port, node_id, role)
 
     async def bootstrap(self, servers: Iterable[str]) -> BrokerConnection:
-        """A connection to the first bootstrap server that answers."""
+        """A connection to the first bootstrap server that answers (one attempt each, after its backoff)."""
         errors = []
         for server in servers:
             host, _, port = server.rpartition(":")
@@ -509,9 +556,38 @@ class ConnectionManager:
             except AuthenticationException:
                 raise  # the next server would refuse the same credentials: say so now
             except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-                errors.append(f"{server}: {error}")
-        raise KafkaConnectionError("no bootstrap server could be reached: " + "; ".join(errors or ["none given"]))
+                errors.append(str(error) if server in str(error) else f"{server}: {error}")
+        raise KafkaConnectionError("; ".join(errors or ["no bootstrap server given"]))
 
+    # ---- why a call is still waiting --------------------------------------------------------------
+    def waiting_on(self) -> str | None:
+        """What is in progress now: a request not yet answered, else a connection being made."""
+        for connection in [*self._connections.values(), *self._in_setup.values()]:
+            name = connection.awaited()
+            if name is not None:
+                return (f"{connection.peer} has not answered {name} yet "
+                        f"(request.timeout.ms is {connection.request_timeout_ms} ms)")
+        for connection in self._in_setup.values():
+            return (f"still connecting to {connection.peer} (socket.connection.setup.timeout.ms is "
+                    f"{connection.connection_setup_timeout_ms:.0f} ms)")
+        return None
+
+    def last_failure(self) -> BaseException | None:
+        """Why the latest failed connection attempt, among the brokers not connected since, failed."""
+        failing = [(when, error) for _, when, _, error in self._failures.values() if error is not None]
+        return max(failing, key=lambda failure: failure[0])[1] if failing else None
+
+    def timeout_error(self, what: str, timeout_ms: float, cause: BaseException | None = None) -> KafkaTimeoutError:
+        """``what`` ran out of its ``timeout_ms``: the error names the broker(s) and the last cause
+        (``cause`` if given, else why connecting fails), or what it was still waiting for."""
+        cause = cause or self.last_failure()
+        reason = self.waiting_on() if cause is None else str(cause)
+        error = KafkaTimeoutError(f"{what} timed out after {timeout_ms / 1000:.1f} s: "
+                                  f"{reason or 'no broker was tried (the client is backing off)'}")
+        error.__cause__ = cause
+        return error
+
+    # ---- connecting -------------------------------------------------------------------------------
     async def _get(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
         if self._closed:
             raise KafkaConnectionError("the client is closed")
@@ -522,7 +598,9 @@ class ConnectionManager:
             return connection
         task = self._connecting.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._connect(key, host, port, node_id, role))
+            task = asyncio.get_running_loop().create_task(self._connect(key, host, port, node_id, role),
+                                                          name=f"connect {host}:{port}")
+            task.add_done_callback(_retrieve)  # its callers may all have given up on it
             self._connecting[key] = task
         return await asyncio.shield(task)
 
@@ -533,18 +611,23 @@ class ConnectionManager:
                 await asyncio.sleep(wait / 1000)
             if self.authentication_error is not None:  # another connection failed while this one waited
                 raise self.authentication_error
+            setup_ms = self.connection_setup_timeout.backoff_ms(self._setup_timeouts.get(key, 0))
             connection = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                           request_timeout_ms=self.request_timeout_ms, role=role,
                                           memory_pool=self.memory_pool if role == FETCH_ROLE else None,
                                           security=self.security,
-                                          on_authentication_failure=self._authentication_failed)
+                                          on_authentication_failure=self._authentication_failed,
+                                          connection_setup_timeout_ms=setup_ms)
+            self._in_setup[key] = connection
             try:
                 await connection.connect()
-            except BaseException:
-                attempts = self._failures.get(key, (0, 0.0))[0] + 1
-                self._failures[key] = (attempts, _now_ms())
+            except BaseException as error:
+                self._failed(key, connection, error)
                 raise
+            finally:
+                self._in_setup.pop(key, None)
             self._failures.pop(key, None)
+            self._setup_timeouts.pop(key, None)
             if self._closed:
                 await connection.close()
                 raise KafkaConnectionError("the client is closed")
@@ -552,6 +635,15 @@ class ConnectionManager:
             return connection
         finally:
             self._connecting.pop(key, None)
+
+    def _failed(self, key, connection: BrokerConnection, error: BaseException) -> None:
+        attempts = self._failures.get(key, (0, 0.0, 0.0, None))[0] + 1
+        self._failures[key] = (attempts, _now_ms(), self.reconnect_backoff.backoff_ms(attempts - 1),
+                               error if isinstance(error, Exception) else None)
+        if connection.setup_timed_out:
+            self._setup_timeouts[key] = self._setup_timeouts.get(key, 0) + 1
+        if isinstance(error, Exception):
+            log.debug("connecting to %s failed (attempt %d): %s", connection.peer, attempts, error)
 
     def _authentication_failed(self, error: AuthenticationException) -> None:
         if self.authentication_error is not None:
@@ -576,3 +668,9 @@ class ConnectionManager:
         for connection in list(self._connections.values()):
             await connection.close()
         self._connections.clear()
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    # a connect's failure reaches its callers, and last_error; none may be left to retrieve it
+    if not task.cancelled():
+        task.exception()

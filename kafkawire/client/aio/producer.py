@@ -59,7 +59,6 @@ from ..core.transaction_manager import TransactionManager
 from ..errors import (
     AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
-from .authentication import ConnectionSecurity
 from .connection import ConnectionManager
 from .metadata_refresh import Metadata
 from .sender import Sender
@@ -101,10 +100,8 @@ class AsyncProducer:
         self.accumulator = RecordAccumulator(self.config, self.pool)
         self.accumulator.loop_waiter = wait_for_delivery  # what awaiting a record's future waits on
         self.partitioner = Partitioner.from_config(self.config)
-        self.connections = ConnectionManager(client_id=self.config.client_id or "kafkawire-producer",
-                                             request_timeout_ms=self.config.request_timeout_ms,
-                                             security=ConnectionSecurity.of(self.config),
-                                             on_authentication_failure=self._on_authentication_failure)
+        self.connections = ConnectionManager.of(self.config, self.config.client_id or "kafkawire-producer",
+                                                on_authentication_failure=self._on_authentication_failure)
         self.metadata = Metadata(self.connections, self.config.bootstrap_servers, allow_auto_topic_creation=True,
                                  retry_backoff_ms=self.config.retry_backoff_ms)
         self.lock: contextlib.AbstractContextManager = contextlib.nullcontext()  # see share_with_threads
@@ -143,7 +140,9 @@ class AsyncProducer:
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect, load metadata and start the sender (``send`` does this on first use)."""
+        """Connect, load metadata and start the sender (``send`` does this on first use). The bootstrap
+        servers are tried again, after each one's reconnect backoff, for up to ``max.block.ms``: then
+        KafkaTimeoutError naming the brokers tried and the last cause."""
         if self._started:
             return
         if self._start_lock is None:
@@ -153,7 +152,7 @@ class AsyncProducer:
                 return
             if self._closing or self._closed:
                 raise ProducerClosed("the producer is closed")
-            await self.metadata.refresh()
+            await self.metadata.refresh_within(self.config.max_block_ms, "fetching metadata (max.block.ms)")
             self.sender.start()
             self._started = True
 
@@ -170,7 +169,7 @@ class AsyncProducer:
                    timestamp_ms: int | None = None) -> RecordFuture:
         """Append a record; returns an awaitable future for its RecordMetadata. Waits at most
         ``max.block.ms`` for metadata and memory (then BufferExhausted, or UnknownTopicError /
-        KafkaConnectionError)."""
+        KafkaTimeoutError naming the brokers and why they did not answer)."""
         if not self._append_queue:
             future = self.append_now(topic, value, key, partition, headers, timestamp_ms)
             if future is not None:
