@@ -515,14 +515,16 @@ class ConnectionManager:
         self._closed = False
 
     @classmethod
-    def of(cls, config: NetworkConfig, client_id: str, **options) -> ConnectionManager:
+    def of(cls, config: NetworkConfig, client_id: str, *, memory_pool: MemoryPool | None = None,
+           on_authentication_failure: AuthenticationListener | None = None) -> ConnectionManager:
         """A manager with a client config's timeouts and backoffs."""
         return cls(client_id=client_id, request_timeout_ms=config.request_timeout_ms,
                    reconnect_backoff_ms=config.reconnect_backoff_ms,
                    reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
                    connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
                    connection_setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
-                   security=ConnectionSecurity.of(config), **options)
+                   security=ConnectionSecurity.of(config), memory_pool=memory_pool,
+                   on_authentication_failure=on_authentication_failure)
 
     def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
         self.brokers = dict(brokers)
@@ -558,6 +560,10 @@ class ConnectionManager:
             except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
                 errors.append(str(error) if server in str(error) else f"{server}: {error}")
         raise KafkaConnectionError("; ".join(errors or ["no bootstrap server given"]))
+
+    def failed_attempts(self) -> int:
+        """Consecutive failed attempts, summed over the brokers not connected since."""
+        return sum(attempts for attempts, *_ in self._failures.values())
 
     # ---- why a call is still waiting --------------------------------------------------------------
     def waiting_on(self) -> str | None:

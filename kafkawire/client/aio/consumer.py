@@ -296,7 +296,7 @@ class AsyncConsumer:
             try:
                 await self._start(timeout_ms, "poll")
             except KafkaTimeoutError as error:  # as Kafka's poll: no records yet, not an error
-                log.warning("poll: %s", error)
+                log.log(logging.WARNING if timeout_ms > 0 else logging.DEBUG, "%s", error)
                 return []
         while True:
             now = _now_ms()

@@ -185,11 +185,10 @@ class Metadata:
         """(True, None) once a refresh succeeded; at the deadline, (False, the last failure if any)."""
         cause: BaseException | None = None
         while True:
-            remaining = deadline_ms - _now_ms()
-            if remaining <= 0:
-                return False, cause
+            # even with no time left, one refresh starts: it goes on in the background, and a caller
+            # that polls with no timeout (poll(0) in a loop) finds its outcome later
             try:
-                async with asyncio.timeout(remaining / 1000):  # not wait_for: see waiting.wait_event
+                async with asyncio.timeout(max(deadline_ms - _now_ms(), 0) / 1000):  # see waiting.wait_event
                     await self.refresh(topics)
                 return True, None
             except (AuthenticationException, IncompatibleBrokerError):
@@ -198,7 +197,10 @@ class Metadata:
                 cause = error
             except TimeoutError:
                 return False, cause
-            await asyncio.sleep(min(self.retry_backoff_ms, max(deadline_ms - _now_ms(), 0)) / 1000)
+            remaining = deadline_ms - _now_ms()
+            if remaining <= 0:
+                return False, cause
+            await asyncio.sleep(min(self.retry_backoff_ms, remaining) / 1000)
 
     async def wait_for_topic(self, topic: str, timeout_ms: float) -> TopicInfo:
         """The topic's metadata, refreshing until it has partitions with leaders or ``timeout_ms`` passes:

@@ -45,7 +45,7 @@ class ExponentialBackoff:
     def backoff_ms(self, attempts: int) -> float:
         if self._max_exponent == 0:
             return float(self.initial_ms)
-        term = self.initial_ms * _MULTIPLIER ** min(float(attempts), self._max_exponent)
+        term = self.initial_ms * math.pow(_MULTIPLIER, min(float(attempts), self._max_exponent))
         factor = self._random.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
         return min(factor * term, float(self.maximum_ms))
 
