@@ -33,7 +33,8 @@ from ..core.topic_partition import TopicPartition
 from ..errors import (
     AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError,
 )
-from .connection import COORDINATOR_ROLE, BrokerConnection, ConnectionManager
+from .connection import COORDINATOR_ROLE, BrokerConnection
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 
 __all__ = ["AdminRouter", "GROUP", "TRANSACTION"]

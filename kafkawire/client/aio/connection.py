@@ -26,15 +26,7 @@ the broker grants the session a lifetime, the connection re-authenticates at a r
 order, once the exchange is done; those already written are answered first, as the broker answers in
 order.
 
-``ConnectionManager`` keeps one connection per (broker, role), connects on demand, shares a connect
-in progress, and backs off after a failed attempt as Kafka's ``ClusterConnectionStates`` does:
-``reconnect.backoff.ms`` doubling per consecutive failure up to ``reconnect.backoff.max.ms``, and
-each attempt bounded by ``socket.connection.setup.timeout.ms``, doubling per attempt that timed out up to
-``socket.connection.setup.timeout.max.ms`` (both with 20% jitter). The calls retry until their own
-timeout and then raise the manager's ``timeout_error``: a KafkaTimeoutError naming the broker(s) and the
-last cause (refused, unreachable, or which request went unanswered within request.timeout.ms). A connection that fails to authenticate is not
-retried: the manager keeps its AuthenticationException, raises it to every later caller, and tells
-the client (``on_authentication_failure``).
+Connections are made, shared and retried by ``connection_manager.ConnectionManager``.
 """
 from __future__ import annotations
 
@@ -43,9 +35,8 @@ import contextlib
 import logging
 import ssl
 import struct
-import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkawire import __version__
@@ -56,15 +47,12 @@ from kafkawire.messages import ApiVersionsRequest
 from kafkawire.messages import api as _api
 
 from ..core.consumer_memory import Lease, MemoryPool
-from ..core.network_config import ExponentialBackoff, NetworkConfig
 from ..core.sasl_client import reauthentication_delay_ms
-from ..errors import (
-    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError, RequestTimedOut,
-)
+from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 from .authentication import ConnectionSecurity
 from .tls import closed_early_hint, handshake_failure, is_refusal
 
-__all__ = ["BrokerConnection", "ConnectionManager", "Reply", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
+__all__ = ["BrokerConnection", "Reply", "AuthenticationListener", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +84,6 @@ class _Pending:
         self.charge = charge
         self.timer: asyncio.TimerHandle | None = None
         self.api_key = api_key
-
-
-def _now_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 class BrokerConnection:
@@ -176,7 +160,7 @@ class BrokerConnection:
         try:
             # socket.connection.setup.timeout.ms bounds the socket and its TLS handshake; the requests
             # that follow (ApiVersions, SASL) have request.timeout.ms each, as in Kafka
-            async with asyncio.timeout(self.connection_setup_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
+            async with asyncio.timeout(self.connection_setup_timeout_ms / 1000):  # (not wait_for: see waiting)
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
                                                                            limit=_STREAM_LIMIT, ssl=context)
         except ssl.SSLError as error:
@@ -195,9 +179,8 @@ class BrokerConnection:
                                            f"{self._closed_early_hint(during_handshake=True)}") from error
             if isinstance(error, TimeoutError):
                 self.setup_timed_out = True
-                raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} within "
-                                           f"socket.connection.setup.timeout.ms ({self.connection_setup_timeout_ms:.0f} "
-                                           f"ms)") from error
+                raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} within socket.connection."
+                                           f"setup.timeout.ms ({self.connection_setup_timeout_ms:.0f} ms)") from error
             raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} "
                                        f"({type(error).__name__}: {error})") from error
         if self.memory_pool is not None:
@@ -484,199 +467,3 @@ class BrokerConnection:
         if self._read_task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._read_task
-
-
-class ConnectionManager:
-    """Connections by (node id, role), made on demand from the broker addresses metadata gave."""
-
-    def __init__(self, *, client_id: str = "kafkawire", request_timeout_ms: int = 30000,
-                 memory_pool: MemoryPool | None = None, reconnect_backoff_ms: float = 50,
-                 reconnect_backoff_max_ms: float = 1000, connection_setup_timeout_ms: float = 10000,
-                 connection_setup_timeout_max_ms: float = 30000, security: ConnectionSecurity | None = None,
-                 on_authentication_failure: AuthenticationListener | None = None):
-        self.client_id = client_id
-        self.security = security
-        self.authentication_error: AuthenticationException | None = None  # once set, no more connecting
-        self._on_authentication_failure = on_authentication_failure
-        self.request_timeout_ms = request_timeout_ms
-        self.memory_pool = memory_pool
-        self.reconnect_backoff = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
-        self.connection_setup_timeout = ExponentialBackoff(connection_setup_timeout_ms,
-                                                           max(connection_setup_timeout_ms,
-                                                               connection_setup_timeout_max_ms))
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self._connections: dict[tuple[object, str], BrokerConnection] = {}
-        self._connecting: dict[tuple[object, str], asyncio.Task] = {}
-        self._in_setup: dict[tuple[object, str], BrokerConnection] = {}  # connecting now (not backing off)
-        # per (node, role) still failing: consecutive failed attempts, when the last failed, the backoff it
-        # set and why it failed
-        self._failures: dict[tuple[object, str], tuple[int, float, float, BaseException | None]] = {}
-        self._setup_timeouts: dict[tuple[object, str], int] = {}  # consecutive attempts that timed out
-        self._closed = False
-
-    @classmethod
-    def of(cls, config: NetworkConfig, client_id: str, *, memory_pool: MemoryPool | None = None,
-           on_authentication_failure: AuthenticationListener | None = None) -> ConnectionManager:
-        """A manager with a client config's timeouts and backoffs."""
-        return cls(client_id=client_id, request_timeout_ms=config.request_timeout_ms,
-                   reconnect_backoff_ms=config.reconnect_backoff_ms,
-                   reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
-                   connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
-                   connection_setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
-                   security=ConnectionSecurity.of(config), memory_pool=memory_pool,
-                   on_authentication_failure=on_authentication_failure)
-
-    def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
-        self.brokers = dict(brokers)
-
-    def get_ready(self, node_id: int, role: str = DEFAULT_ROLE) -> BrokerConnection | None:
-        """The connection if it is up now (no waiting)."""
-        connection = self._connections.get((node_id, role))
-        return connection if connection is not None and connection.connected else None
-
-    def backoff_remaining_ms(self, node_id: object, role: str = DEFAULT_ROLE) -> float:
-        failure = self._failures.get((node_id, role))
-        if failure is None:
-            return 0.0
-        _, when, backoff, _ = failure
-        return max(0.0, when + backoff - _now_ms())
-
-    async def connection(self, node_id: int, role: str = DEFAULT_ROLE) -> BrokerConnection:
-        """The (node, role) connection, connecting if needed; waits out the reconnect backoff."""
-        if node_id not in self.brokers:
-            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-        host, port = self.brokers[node_id]
-        return await self._get((node_id, role), host, port, node_id, role)
-
-    async def bootstrap(self, servers: Iterable[str]) -> BrokerConnection:
-        """A connection to the first bootstrap server that answers (one attempt each, after its backoff)."""
-        errors = []
-        for server in servers:
-            host, _, port = server.rpartition(":")
-            try:
-                return await self._get((("bootstrap", server), DEFAULT_ROLE), host, int(port), None, DEFAULT_ROLE)
-            except AuthenticationException:
-                raise  # the next server would refuse the same credentials: say so now
-            except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-                errors.append(str(error) if server in str(error) else f"{server}: {error}")
-        raise KafkaConnectionError("; ".join(errors or ["no bootstrap server given"]))
-
-    def failed_attempts(self) -> int:
-        """Consecutive failed attempts, summed over the brokers not connected since."""
-        return sum(attempts for attempts, *_ in self._failures.values())
-
-    # ---- why a call is still waiting --------------------------------------------------------------
-    def waiting_on(self) -> str | None:
-        """What is in progress now: a request not yet answered, else a connection being made."""
-        for connection in [*self._connections.values(), *self._in_setup.values()]:
-            name = connection.awaited()
-            if name is not None:
-                return (f"{connection.peer} has not answered {name} yet "
-                        f"(request.timeout.ms is {connection.request_timeout_ms} ms)")
-        for connection in self._in_setup.values():
-            return (f"still connecting to {connection.peer} (socket.connection.setup.timeout.ms is "
-                    f"{connection.connection_setup_timeout_ms:.0f} ms)")
-        return None
-
-    def last_failure(self) -> BaseException | None:
-        """Why the latest failed connection attempt, among the brokers not connected since, failed."""
-        failing = [(when, error) for _, when, _, error in self._failures.values() if error is not None]
-        return max(failing, key=lambda failure: failure[0])[1] if failing else None
-
-    def timeout_error(self, what: str, timeout_ms: float, cause: BaseException | None = None) -> KafkaTimeoutError:
-        """``what`` ran out of its ``timeout_ms``: the error names the broker(s) and the last cause
-        (``cause`` if given, else why connecting fails), or what it was still waiting for."""
-        cause = cause or self.last_failure()
-        reason = self.waiting_on() if cause is None else str(cause)
-        error = KafkaTimeoutError(f"{what} timed out after {timeout_ms / 1000:.1f} s: "
-                                  f"{reason or 'no broker was tried (the client is backing off)'}")
-        error.__cause__ = cause
-        return error
-
-    # ---- connecting -------------------------------------------------------------------------------
-    async def _get(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
-        if self._closed:
-            raise KafkaConnectionError("the client is closed")
-        if self.authentication_error is not None:
-            raise self.authentication_error
-        connection = self._connections.get(key)
-        if connection is not None and connection.connected:
-            return connection
-        task = self._connecting.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._connect(key, host, port, node_id, role),
-                                                          name=f"connect {host}:{port}")
-            task.add_done_callback(_retrieve)  # its callers may all have given up on it
-            self._connecting[key] = task
-        return await asyncio.shield(task)
-
-    async def _connect(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
-        try:
-            wait = self.backoff_remaining_ms(*key)
-            if wait > 0:
-                await asyncio.sleep(wait / 1000)
-            if self.authentication_error is not None:  # another connection failed while this one waited
-                raise self.authentication_error
-            setup_ms = self.connection_setup_timeout.backoff_ms(self._setup_timeouts.get(key, 0))
-            connection = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                          request_timeout_ms=self.request_timeout_ms, role=role,
-                                          memory_pool=self.memory_pool if role == FETCH_ROLE else None,
-                                          security=self.security,
-                                          on_authentication_failure=self._authentication_failed,
-                                          connection_setup_timeout_ms=setup_ms)
-            self._in_setup[key] = connection
-            try:
-                await connection.connect()
-            except BaseException as error:
-                self._failed(key, connection, error)
-                raise
-            finally:
-                self._in_setup.pop(key, None)
-            self._failures.pop(key, None)
-            self._setup_timeouts.pop(key, None)
-            if self._closed:
-                await connection.close()
-                raise KafkaConnectionError("the client is closed")
-            self._connections[key] = connection
-            return connection
-        finally:
-            self._connecting.pop(key, None)
-
-    def _failed(self, key, connection: BrokerConnection, error: BaseException) -> None:
-        attempts = self._failures.get(key, (0, 0.0, 0.0, None))[0] + 1
-        self._failures[key] = (attempts, _now_ms(), self.reconnect_backoff.backoff_ms(attempts - 1),
-                               error if isinstance(error, Exception) else None)
-        if connection.setup_timed_out:
-            self._setup_timeouts[key] = self._setup_timeouts.get(key, 0) + 1
-        if isinstance(error, Exception):
-            log.debug("connecting to %s failed (attempt %d): %s", connection.peer, attempts, error)
-
-    def _authentication_failed(self, error: AuthenticationException) -> None:
-        if self.authentication_error is not None:
-            return
-        log.error("authentication failed; this client will not connect again: %s", error)
-        self.authentication_error = error
-        if self._on_authentication_failure is not None:
-            self._on_authentication_failure(error)
-
-    def connections(self) -> list[BrokerConnection]:
-        return list(self._connections.values())
-
-    async def close_bootstrap(self) -> None:
-        """Drop the bootstrap connections once the brokers are known by id."""
-        for key in [k for k in self._connections if isinstance(k[0], tuple)]:
-            await self._connections.pop(key).close()
-
-    async def close(self) -> None:
-        self._closed = True
-        for task in list(self._connecting.values()):
-            task.cancel()
-        for connection in list(self._connections.values()):
-            await connection.close()
-        self._connections.clear()
-
-
-def _retrieve(task: asyncio.Task) -> None:
-    # a connect's failure reaches its callers, and last_error; none may be left to retrieve it
-    if not task.cancelled():
-        task.exception()

@@ -49,9 +49,11 @@ from ..core.group_protocol import (
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
 from ..errors import (
-    ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError,
+    ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError,
+    KafkaTimeoutError,
 )
-from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
+from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection
+from .connection_manager import ConnectionManager
 from .fetch_driver import FetchDriver
 from .group_driver import GroupDriver
 from .metadata_refresh import Metadata

@@ -22,7 +22,8 @@ from ..errors import (
     AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError,
     error_for_code,
 )
-from .connection import BrokerConnection, ConnectionManager
+from .connection import BrokerConnection
+from .connection_manager import ConnectionManager
 
 __all__ = ["Metadata"]
 

@@ -59,7 +59,7 @@ from ..core.transaction_manager import TransactionManager
 from ..errors import (
     AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
-from .connection import ConnectionManager
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 from .sender import Sender
 from .transaction_driver import TransactionDriver

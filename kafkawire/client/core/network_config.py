@@ -66,11 +66,3 @@ class NetworkConfig(SecurityConfig):
             self._set(name, integer(name, getattr(self, name), 0, INT64_MAX))
         if self.socket_connection_setup_timeout_ms == 0:
             raise ConfigError(f"{dotted('socket_connection_setup_timeout_ms')} must be above 0")
-
-    def reconnect_backoff(self) -> ExponentialBackoff:
-        return ExponentialBackoff(self.reconnect_backoff_ms, self.reconnect_backoff_max_ms)
-
-    def connection_setup_timeout(self) -> ExponentialBackoff:
-        return ExponentialBackoff(self.socket_connection_setup_timeout_ms,
-                                  max(self.socket_connection_setup_timeout_ms,
-                                      self.socket_connection_setup_timeout_max_ms))
