@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import subprocess
 import sys
@@ -148,6 +149,35 @@ def test_a_silent_broker_is_named_with_the_request_it_did_not_answer():
         with pytest.raises(KafkaTimeoutError, match=rf"{broker.bootstrap} did not answer ApiVersions within "
                                                     r"request.timeout.ms \(300 ms\)"):
             Producer(bootstrap_servers=broker.bootstrap, request_timeout_ms=300, max_block_ms=1000)
+
+
+# ---- a connection that never completes ----------------------------------------------------------------------
+
+def test_a_connection_that_never_completes_is_given_up_on_a_growing_setup_timeout():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        fillers = []  # fill the accept queue: the kernel then drops the client's SYN, and connect() hangs
+        try:
+            for _ in range(3):
+                filler = socket.socket()
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+                fillers.append(filler)
+            settings = {"bootstrap.servers": f"127.0.0.1:{port}", "socket.connection.setup.timeout.ms": 200,
+                        "socket.connection.setup.timeout.max.ms": 1000}
+            with AdminClient(settings) as admin:
+                with pytest.raises(KafkaTimeoutError) as failure:
+                    admin.list_topics(request_timeout=2).result(2 + SLACK_S)
+        finally:
+            for filler in fillers:
+                filler.close()
+    found = re.search(rf"could not connect to 127.0.0.1:{port} within socket.connection.setup.timeout.ms "
+                      r"\((\d+) ms\)", str(failure.value))
+    assert found is not None, str(failure.value)
+    assert 200 * 1.2 < int(found.group(1)) <= 1000  # doubled (with jitter) after each attempt that timed out
 
 
 # ---- a broker that comes up within the call's timeout ----------------------------------------------------
