@@ -139,7 +139,7 @@ class ConnectionManager:
         cause = cause or self.last_failure()
         reason = self.waiting_on() if cause is None else str(cause)
         error = KafkaTimeoutError(f"{what} timed out after {timeout_ms / 1000:.1f} s: "
-                                  f"{reason or 'no broker was tried (the client is backing off)'}")
+                                  f"{reason or 'no request or connection attempt was in progress'}")
         error.__cause__ = cause
         return error
 
