@@ -14,7 +14,8 @@ The public names, loaded on first use:
 * What they hand out: ``RecordFuture`` (a sent record's outcome: awaitable, or ``result(timeout)``)
   and its ``RecordMetadata`` (where the record landed), ``ConsumerRecord``, ``TopicPartition``,
   ``OffsetAndMetadata``.
-* Errors: ``KafkaError`` (a broker error code), ``KafkaConnectionError`` and ``RequestTimedOut``,
+* Errors: ``KafkaError`` (a broker error code), ``KafkaConnectionError``, ``KafkaTimeoutError`` (a call
+  out of time, naming the broker waited for and why) and its ``RequestTimedOut`` (one request),
   ``IncompatibleBrokerError``, ``UnknownTopicError``, ``BufferExhausted`` (no buffer.memory within
   max.block.ms), ``FetchError`` and its ``CorruptRecordException``, ``OffsetOutOfRangeException``,
   ``NoOffsetForPartitionException``, ``GroupError`` and its ``CommitFailedError``, ``ConfigError``,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .errors import IncompatibleBrokerError as IncompatibleBrokerError
     from .errors import KafkaConnectionError as KafkaConnectionError
     from .errors import KafkaError as KafkaError
+    from .errors import KafkaTimeoutError as KafkaTimeoutError
     from .errors import NoOffsetForPartitionException as NoOffsetForPartitionException
     from .errors import OffsetOutOfRangeException as OffsetOutOfRangeException
     from .errors import ProducerClosed as ProducerClosed
@@ -85,7 +87,8 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
 _ERRORS = ("AuthenticationException", "AuthorizationException", "ClusterAuthorizationException",
            "GroupAuthorizationException", "TopicAuthorizationException", "BufferExhausted", "CommitFailedError", "ConfigError",
            "CorruptRecordException", "FetchError", "GroupError", "IllegalSaslStateException",
-           "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError", "NoOffsetForPartitionException",
+           "IncompatibleBrokerError", "KafkaConnectionError", "KafkaError", "KafkaTimeoutError",
+           "NoOffsetForPartitionException",
            "OffsetOutOfRangeException", "ProducerClosed", "RequestTimedOut", "SaslAuthenticationException",
            "SslAuthenticationException", "UnknownTopicError", "UnsupportedSaslMechanismException",
            "ProducerFencedError", "TransactionAbortableError", "TransactionAbortedError",

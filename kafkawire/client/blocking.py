@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from .aio.consumer import AsyncConsumer, CommitCallback
@@ -43,15 +46,44 @@ __all__ = ["Producer", "Consumer"]
 log = logging.getLogger(__name__)
 
 _CLOSE_MARGIN_S = 10.0  # past close's own timeout: stopping the sender and closing sockets
+_TASKS_STOP_S = 1.0  # a stopping loop's cancelled tasks: how long they get to end
 
 
 class _LoopThread:
-    """An event loop running forever on a daemon thread."""
+    """An event loop running forever on a daemon thread. When it stops, whatever still runs on it is
+    cancelled (connections close as their tasks end) and the loop is closed, so that no task is left
+    pending and no socket open; ``watch`` does that too, after closing the client, for a client dropped
+    without ``close()`` (or still open when the interpreter exits)."""
 
     def __init__(self, name: str):
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
+        self._finalizer: weakref.finalize | None = None
+
+    def _main(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(_cancel_tasks())
+            self.loop.close()
+
+    def watch(self, owner: object, closing: Callable[[], Coroutine[Any, Any, None]], bound_s: float) -> None:
+        """Once ``owner`` (the blocking client) is collected or the interpreter exits, run ``closing()``
+        (for at most ``bound_s``) and stop, unless ``stop`` came first."""
+        self._finalizer = weakref.finalize(owner, self._abandoned, closing, bound_s)
+
+    def _abandoned(self, closing: Callable[[], Coroutine[Any, Any, None]], bound_s: float) -> None:
+        if self.loop.is_closed() or not self._thread.is_alive():
+            return
+        if threading.current_thread() is self._thread:  # collected by the loop's own thread
+            self.loop.create_task(closing()).add_done_callback(lambda _task: self.loop.stop())
+            return
+        try:
+            self.run(closing(), bound_s)
+        except Exception as error:  # noqa: BLE001 (a finalizer must not raise)
+            log.debug("closing a client dropped without close() failed: %r", error)
+        self.stop()
 
     def run(self, coroutine, timeout: float | None = None):
         """Run ``coroutine`` on the loop and wait for its result."""
@@ -67,12 +99,22 @@ class _LoopThread:
         return self.run(call())
 
     def stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if self.loop.is_closed():
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        with contextlib.suppress(RuntimeError):  # (closed meanwhile)
+            self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
-        if not self._thread.is_alive():
-            self.loop.close()
+
+
+async def _cancel_tasks() -> None:
+    """Cancel every other task of the running loop and wait (briefly) for them to end."""
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=_TASKS_STOP_S)
 
 
 def _chain(source: asyncio.Future) -> concurrent.futures.Future:
@@ -111,6 +153,9 @@ class Producer:
             raise
         self.config = self._producer.config
         self._lock = self._producer.lock
+        # dropped without close(): close as close() would, delivering what was sent (as Kafka's
+        # producer thread goes on sending after its KafkaProducer is out of reach)
+        self._thread.watch(self, self._producer.close, self._close_bound_s(None))
 
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int | None = None,
              headers: Iterable[tuple[str, bytes | None]] | None = None,
@@ -171,14 +216,17 @@ class Producer:
         """AsyncProducer.close on the loop; bounded even if that hangs (its timeout plus a margin)."""
         if self._thread.loop.is_closed():
             return
-        default = self.config.delivery_timeout_ms or 0  # (resolved by ProducerConfig: never None here)
-        bound = (default if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
+        bound = self._close_bound_s(timeout_ms)
         try:
             self._thread.run(self._producer.close(timeout_ms), bound)
         except TimeoutError:
             log.error("the producer did not close within %.1f s; stopping its thread regardless", bound)
         finally:
             self._thread.stop()
+
+    def _close_bound_s(self, timeout_ms: float | None) -> float:
+        default = self.config.delivery_timeout_ms or 0  # (resolved by ProducerConfig: never None here)
+        return (default if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
 
     def __enter__(self) -> Producer:
         return self
@@ -203,6 +251,8 @@ class Consumer:
             self._thread.stop()
             raise
         self.config = self._consumer.config
+        # dropped without close(): leave the group and close at once, committing nothing
+        self._thread.watch(self, functools.partial(self._consumer.close, False, 0), _CLOSE_MARGIN_S)
 
     # subscriptions
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
@@ -265,8 +315,9 @@ class Consumer:
         """Start a commit; ``callback(offsets, error)`` runs on the client's thread when it ends."""
         return self._thread.call(lambda: _chain(self._consumer.commit_async(offsets, callback)))
 
-    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        return self._thread.run(self._consumer.committed(list(partitions)))
+    def committed(self, partitions: Iterable[TopicPartition],
+                  timeout_ms: float | None = None) -> dict[TopicPartition, int | None]:
+        return self._thread.run(self._consumer.committed(list(partitions), timeout_ms))
 
     def metrics(self) -> dict[str, float]:
         return self._thread.call(self._consumer.metrics)

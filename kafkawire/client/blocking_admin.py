@@ -60,6 +60,7 @@ class AdminClient:
             raise
         self.config = self._admin.config
         self._calls: set[Future] = set()  # calls in flight, cancelled if close leaves them running
+        self._thread.watch(self, self._admin.close, _CLOSE_MARGIN_S)  # dropped without close()
 
     # ---- running calls ------------------------------------------------------------------------------------
     def _start(self, coroutine: Coroutine[Any, Any, Any]) -> Future:
@@ -68,7 +69,8 @@ class AdminClient:
             raise KafkaConnectionError("the admin client is closed")
         call = asyncio.run_coroutine_threadsafe(coroutine, self._thread.loop)
         self._calls.add(call)
-        call.add_done_callback(self._calls.discard)
+        # (the callback refers to this client: a call's future keeps it open, as its caller expects)
+        call.add_done_callback(lambda done: self._calls.discard(done))
         return call
 
     def _per_key(self, keys: Iterable[K], coroutine: Coroutine[Any, Any, Mapping[Any, object]],

@@ -9,7 +9,8 @@ from .core.topic_partition import TopicPartition
 
 __all__ = [
     "ConfigError",
-    "KafkaError", "KafkaConnectionError", "RequestTimedOut", "IncompatibleBrokerError", "UnknownTopicError",
+    "KafkaError", "KafkaConnectionError", "KafkaTimeoutError", "RequestTimedOut", "IncompatibleBrokerError",
+    "UnknownTopicError",
     "AuthorizationException", "TopicAuthorizationException", "GroupAuthorizationException",
     "ClusterAuthorizationException", "error_for_code",
     "AuthenticationException", "SaslAuthenticationException", "UnsupportedSaslMechanismException",
@@ -46,8 +47,14 @@ class KafkaConnectionError(ConnectionError):
     """A connection failed, closed, or a request on it went unanswered."""
 
 
-class RequestTimedOut(KafkaConnectionError, TimeoutError):
-    """No response within the request's timeout; the connection was closed."""
+class KafkaTimeoutError(TimeoutError):
+    """Kafka's TimeoutException: a call did not complete within its timeout (``default.api.timeout.ms``
+    or the timeout it was given; the producer's ``max.block.ms``). The message names the call, the
+    broker(s) it was waiting for and the last cause."""
+
+
+class RequestTimedOut(KafkaConnectionError, KafkaTimeoutError):
+    """No response within the request's timeout (``request.timeout.ms``); the connection was closed."""
 
 
 class IncompatibleBrokerError(KafkaWireError):
@@ -130,7 +137,7 @@ class SslAuthenticationException(AuthenticationException):
 
 # ---- the producer --------------------------------------------------------------------------------
 
-class BufferExhausted(TimeoutError):
+class BufferExhausted(KafkaTimeoutError):
     """No memory for a batch within ``max.block.ms`` (Kafka's BufferExhaustedException)."""
 
 
@@ -146,7 +153,7 @@ class AccumulatorClosed(RuntimeError):
     """An append after the producer was closed."""
 
 
-class DeliveryTimeout(TimeoutError):
+class DeliveryTimeout(KafkaTimeoutError):
     """A batch not acknowledged within ``delivery.timeout.ms`` of its creation."""
 
 
@@ -287,7 +294,7 @@ class TransactionAbortedError(TransactionError):
     TransactionAbortedException); its future fails with this."""
 
 
-class TransactionTimeout(TransactionError, TimeoutError):
+class TransactionTimeout(TransactionError, KafkaTimeoutError):
     """A transactional call did not complete within its timeout. Retriable: call it again (the same
     call), and it goes on waiting for the same request, as Kafka's producer does."""
 

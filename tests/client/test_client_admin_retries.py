@@ -15,7 +15,7 @@ import pytest
 
 from kafkawire import messages as m
 from kafkawire.client.admin import AsyncAdminClient, ConfigResource, OffsetSpec, TopicPartition
-from kafkawire.client.errors import KafkaError, RequestTimedOut
+from kafkawire.client.errors import KafkaError, KafkaTimeoutError
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.framing import encode_response, read_request
 
@@ -203,4 +203,4 @@ async def test_retries_end_at_the_calls_timeout_with_the_last_error(cluster):
         found = await admin.describe_transactions(["tx"], request_timeout=0.3)
         assert admin.retries > 1
     await cluster.close()
-    assert isinstance(found["tx"], RequestTimedOut) and "COORDINATOR_LOAD_IN_PROGRESS" in str(found["tx"])
+    assert isinstance(found["tx"], KafkaTimeoutError) and "COORDINATOR_LOAD_IN_PROGRESS" in str(found["tx"])

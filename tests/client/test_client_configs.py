@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkawire.client.core.admin_config import AdminConfig
 from kafkawire.client.core.consumer_config import ConsumerConfig
 from kafkawire.client.core.producer_config import ProducerConfig
 from kafkawire.client.errors import ConfigError
@@ -178,3 +179,26 @@ def test_consumer_config_takes_read_committed():
 def test_consumer_config_errors_name_the_property(properties, named):
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         ConsumerConfig.from_properties(properties)
+
+
+@pytest.mark.parametrize("kind", [ProducerConfig, ConsumerConfig, AdminConfig])
+def test_every_client_takes_kafkas_connection_settings(kind):
+    defaults = kind()
+    assert (defaults.request_timeout_ms, defaults.reconnect_backoff_ms, defaults.reconnect_backoff_max_ms,
+            defaults.socket_connection_setup_timeout_ms, defaults.socket_connection_setup_timeout_max_ms) \
+        == (30000, 50, 1000, 10000, 30000)
+    config = kind.from_properties({"reconnect.backoff.ms": "10", "reconnect.backoff.max.ms": "200",
+                                   "socket.connection.setup.timeout.ms": "500",
+                                   "socket.connection.setup.timeout.max.ms": "2000"})
+    assert (config.reconnect_backoff_ms, config.reconnect_backoff_max_ms, config.socket_connection_setup_timeout_ms,
+            config.socket_connection_setup_timeout_max_ms) == (10, 200, 500, 2000)
+    with pytest.raises(ConfigError, match="socket.connection.setup.timeout.ms"):
+        kind.from_properties({"socket.connection.setup.timeout.ms": "soon"})
+
+
+def test_consumer_and_admin_take_default_api_timeout_ms():
+    assert ConsumerConfig().default_api_timeout_ms == 60000
+    assert ConsumerConfig.from_properties({"default.api.timeout.ms": "1500"}).default_api_timeout_ms == 1500
+    assert AdminConfig.from_properties({"default.api.timeout.ms": "40000"}).default_api_timeout_ms == 40000
+    with pytest.raises(ConfigError, match="default.api.timeout.ms"):
+        ConsumerConfig.from_properties({"default.api.timeout.ms": "-1"})

@@ -12,8 +12,8 @@ returns a dict from each resource to its result, or to the exception it failed w
 ``asyncio.gather(..., return_exceptions=True)`` does: one topic that exists already does not hide the
 others' outcomes. A call with one result returns it or raises. Exceptions are the client's own
 (``kafkawire.client.errors``): a KafkaError (``code`` and ``name`` from the broker's error code, such
-as TOPIC_ALREADY_EXISTS), UnknownTopicError, RequestTimedOut when retries ran out of time, or an
-AuthenticationException.
+as TOPIC_ALREADY_EXISTS), UnknownTopicError, KafkaTimeoutError when retries ran out of time (naming the
+broker(s) and the last cause), or an AuthenticationException.
 
 Each request goes to the broker that can answer it, and retriable errors are retried until the call's
 ``request_timeout`` (default.api.timeout.ms): see ``admin_router``. The calls are in parts, one concept
@@ -56,12 +56,12 @@ class AsyncAdminClient(TopicAdmin, PartitionAdmin, GroupAdmin, TransactionAdmin,
         return self._router.retries
 
     async def start(self) -> None:
-        """Connect and load the cluster's metadata (the first call does it otherwise). Raises
-        KafkaConnectionError when no bootstrap server answers, an AuthenticationException when one
-        refuses the credentials."""
+        """Connect and load the cluster's metadata (the first call does it otherwise), trying the
+        bootstrap servers again for up to default.api.timeout.ms. Raises KafkaTimeoutError when none
+        answers in time, an AuthenticationException when one refuses the credentials."""
         if self._router.closed:
             raise KafkaConnectionError("the admin client is closed")
-        await self._router.metadata.refresh()
+        await self._router.metadata.refresh_within(self.config.default_api_timeout_ms, "fetching metadata")
 
     async def close(self) -> None:
         """Close the connections; calls in flight end with KafkaConnectionError, later ones too."""

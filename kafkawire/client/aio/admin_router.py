@@ -31,10 +31,10 @@ from ..core.cluster_metadata import TRANSIENT_TOPIC_ERRORS
 from ..core.group_requests import read_find_coordinator
 from ..core.topic_partition import TopicPartition
 from ..errors import (
-    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut,
+    AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError,
 )
-from .authentication import ConnectionSecurity
-from .connection import COORDINATOR_ROLE, BrokerConnection, ConnectionManager
+from .connection import COORDINATOR_ROLE, BrokerConnection
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 
 __all__ = ["AdminRouter", "GROUP", "TRANSACTION"]
@@ -56,12 +56,8 @@ class AdminRouter:
     def __init__(self, config: AdminConfig, on_authentication_failure: Callable[[AuthenticationException], None]
                  | None = None):
         self.config = config
-        self.connections = ConnectionManager(client_id=config.client_id or "kafkawire-admin",
-                                             request_timeout_ms=config.request_timeout_ms,
-                                             reconnect_backoff_ms=config.reconnect_backoff_ms,
-                                             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
-                                             security=ConnectionSecurity.of(config),
-                                             on_authentication_failure=on_authentication_failure)
+        self.connections = ConnectionManager.of(config, config.client_id or "kafkawire-admin",
+                                                on_authentication_failure=on_authentication_failure)
         self.metadata = Metadata(self.connections, config.bootstrap_servers, allow_auto_topic_creation=False,
                                  metadata_max_age_ms=config.metadata_max_age_ms,
                                  retry_backoff_ms=config.retry_backoff_ms)
@@ -206,11 +202,13 @@ class AdminRouter:
     async def run(self, keys: Iterable[K], attempt: Callable[[list[K]], Awaitable[Mapping[K, object]]],
                   timeout_ms: float, what: str) -> dict[K, object]:
         """Each key's result or exception: ``attempt(pending)`` again for the keys it left a Retry for (or
-        none at all), until ``timeout_ms`` has passed (then the last error, in a RequestTimedOut)."""
+        none at all), until ``timeout_ms`` has passed: then a KafkaTimeoutError naming the broker(s) and
+        the last error (or what the attempt was still waiting for)."""
         pending = list(dict.fromkeys(keys))
         results: dict[K, object] = {}
         last: dict[K, BaseException] = {}
-        deadline = _now_ms() + timeout_ms
+        started = _now_ms()
+        deadline = started + timeout_ms
         backoff = float(self.config.retry_backoff_ms)
         while pending:
             if self.closed:  # calls in flight end with the client, not at their timeout
@@ -219,22 +217,25 @@ class AdminRouter:
             remaining = deadline - _now_ms()
             if remaining <= 0:
                 break
+            timeout = asyncio.timeout(remaining / 1000)
             try:
-                async with asyncio.timeout(remaining / 1000):
+                async with timeout:
                     outcomes = await attempt(pending)
-            except TimeoutError:
-                break
             except AuthenticationException as error:  # not retriable: the credentials must change first
                 results.update(dict.fromkeys(pending, error))
                 return results
             except IncompatibleBrokerError as error:
                 results.update(dict.fromkeys(pending, error))
                 return results
-            except (KafkaConnectionError, KafkaError) as error:
+            except (KafkaConnectionError, KafkaError) as error:  # (RequestTimedOut too: a TimeoutError)
                 log.debug("%s: %s; retrying", what, error)
                 self.metadata.request_update()
                 last.update(dict.fromkeys(pending, error))
                 outcomes = {}
+            except TimeoutError:
+                if timeout.expired():  # the call's time is up, in the middle of an attempt
+                    break
+                raise
             retry = []
             for key in pending:
                 if key not in outcomes:  # the attempt failed as a whole, or the answer left the key out
@@ -255,11 +256,8 @@ class AdminRouter:
                 await asyncio.sleep(max(0.0, min(backoff, deadline - _now_ms())) / 1000)
                 backoff = min(backoff * 2, float(self.config.retry_backoff_max_ms))
         for key in pending:
-            cause = last.get(key)
-            timed_out = RequestTimedOut(f"{what}: {key} not done within {timeout_ms:.0f} ms"
-                                        + (f"; last error: {cause}" if cause is not None else ""))
-            timed_out.__cause__ = cause
-            results[key] = timed_out
+            results[key] = self.connections.timeout_error(f"{what} {key!r}" if key != "" else what, timeout_ms,
+                                                          last.get(key))
         return results
 
     async def run_one(self, attempt: Callable[[], Awaitable[object]], timeout_ms: float, what: str) -> object:

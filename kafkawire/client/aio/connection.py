@@ -26,10 +26,7 @@ the broker grants the session a lifetime, the connection re-authenticates at a r
 order, once the exchange is done; those already written are answered first, as the broker answers in
 order.
 
-``ConnectionManager`` keeps one connection per (broker, role), connects on demand, shares a connect
-in progress, and backs off after a failed attempt. A connection that fails to authenticate is not
-retried: the manager keeps its AuthenticationException, raises it to every later caller, and tells
-the client (``on_authentication_failure``).
+Connections are made, shared and retried by ``connection_manager.ConnectionManager``.
 """
 from __future__ import annotations
 
@@ -38,9 +35,8 @@ import contextlib
 import logging
 import ssl
 import struct
-import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkawire import __version__
@@ -56,7 +52,7 @@ from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConn
 from .authentication import ConnectionSecurity
 from .tls import closed_early_hint, handshake_failure, is_refusal
 
-__all__ = ["BrokerConnection", "ConnectionManager", "Reply", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
+__all__ = ["BrokerConnection", "Reply", "AuthenticationListener", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +86,6 @@ class _Pending:
         self.api_key = api_key
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000.0
-
-
 class BrokerConnection:
     """One connection to one broker. Use from the event loop that connected it."""
 
@@ -101,12 +93,15 @@ class BrokerConnection:
                  request_timeout_ms: int = 30000, memory_pool: MemoryPool | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, role: str = DEFAULT_ROLE,
                  security: ConnectionSecurity | None = None,
-                 on_authentication_failure: AuthenticationListener | None = None):
+                 on_authentication_failure: AuthenticationListener | None = None,
+                 connection_setup_timeout_ms: float = 10000):
         self.host = host
         self.port = port
         self.node_id = node_id
         self.role = role
         self.request_timeout_ms = request_timeout_ms
+        self.connection_setup_timeout_ms = connection_setup_timeout_ms
+        self.setup_timed_out = False  # connect() gave up on the socket within the setup timeout
         self.memory_pool = memory_pool
         self.max_frame = max_frame
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -146,6 +141,15 @@ class BrokerConnection:
     def in_flight(self) -> int:
         return len(self._pending) + len(self._held or ())
 
+    @property
+    def peer(self) -> str:
+        """host:port, and the node id once metadata gave one (a bootstrap server has none)."""
+        return f"{self.host}:{self.port}" + (f" (node {self.node_id})" if self.node_id is not None else "")
+
+    def awaited(self) -> str | None:
+        """The name of the oldest request still waiting for its answer, if any."""
+        return _api(self._pending[0].api_key).name if self._pending else None
+
     # ---- connecting ------------------------------------------------------------------------------
     async def connect(self) -> BrokerConnection:
         """Open the socket (with TLS, its handshake), negotiate versions (ApiVersions) and authenticate
@@ -154,7 +158,9 @@ class BrokerConnection:
             raise KafkaConnectionError(f"{self!r} is closed")
         context = self.security.ssl_context if self.security is not None else None
         try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):  # not wait_for: see waiting.wait_event
+            # socket.connection.setup.timeout.ms bounds the socket and its TLS handshake; the requests
+            # that follow (ApiVersions, SASL) have request.timeout.ms each, as in Kafka
+            async with asyncio.timeout(self.connection_setup_timeout_ms / 1000):  # (not wait_for: see waiting)
                 self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
                                                                            limit=_STREAM_LIMIT, ssl=context)
         except ssl.SSLError as error:
@@ -171,8 +177,12 @@ class BrokerConnection:
                 raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} was cut off: "
                                            f"{str(error) or type(error).__name__}"
                                            f"{self._closed_early_hint(during_handshake=True)}") from error
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {str(error) or 'timed out'}") \
-                from error
+            if isinstance(error, TimeoutError):
+                self.setup_timed_out = True
+                raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} within socket.connection."
+                                           f"setup.timeout.ms ({self.connection_setup_timeout_ms:.0f} ms)") from error
+            raise KafkaConnectionError(f"could not connect to {self.host}:{self.port} "
+                                       f"({type(error).__name__}: {error})") from error
         if self.memory_pool is not None:
             self._pool_freed = asyncio.Event()
             self.memory_pool.add_listener(self._on_pool_release)
@@ -281,9 +291,10 @@ class BrokerConnection:
     def _timed_out(self, pending: _Pending, timeout: float) -> None:
         pending.timer = None
         name = _api(pending.api_key).name
-        log.warning("%s request to node %s timed out after %.0f ms; closing %r", name, self.node_id, timeout, self)
-        self._abort(RequestTimedOut(f"{name} request to {self.host}:{self.port} (node {self.node_id}) got no response "
-                                    f"within {timeout:.0f} ms; connection closed"))
+        log.warning("%s request to %s timed out after %.0f ms; closing %r", name, self.peer, timeout, self)
+        limit = "request.timeout.ms " if timeout == self.request_timeout_ms else ""
+        self._abort(RequestTimedOut(f"{self.peer} did not answer {name} within {limit}({timeout:.0f} ms); "
+                                    f"connection closed"))
 
     # ---- responses -------------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -318,6 +329,9 @@ class BrokerConnection:
                     continue
                 pending.future.set_result(Reply(body, size, lease) if pending.charge else body)
         except asyncio.CancelledError:
+            # the loop is shutting down (asyncio.run's end, a client dropped without close()): let the
+            # socket go now, not as an "unclosed transport" when it is collected
+            self._abort(KafkaConnectionError(f"connection to {self.peer} was cancelled"))
             raise
         except asyncio.IncompleteReadError:
             hint = self._closed_early_hint() if self.bytes_received == 0 else ""
@@ -453,126 +467,3 @@ class BrokerConnection:
         if self._read_task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._read_task
-
-
-class ConnectionManager:
-    """Connections by (node id, role), made on demand from the broker addresses metadata gave."""
-
-    def __init__(self, *, client_id: str = "kafkawire", request_timeout_ms: int = 30000,
-                 memory_pool: MemoryPool | None = None, reconnect_backoff_ms: float = 50,
-                 reconnect_backoff_max_ms: float = 1000, security: ConnectionSecurity | None = None,
-                 on_authentication_failure: AuthenticationListener | None = None):
-        self.client_id = client_id
-        self.security = security
-        self.authentication_error: AuthenticationException | None = None  # once set, no more connecting
-        self._on_authentication_failure = on_authentication_failure
-        self.request_timeout_ms = request_timeout_ms
-        self.memory_pool = memory_pool
-        self.reconnect_backoff_ms = reconnect_backoff_ms
-        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self._connections: dict[tuple[object, str], BrokerConnection] = {}
-        self._connecting: dict[tuple[object, str], asyncio.Task] = {}
-        self._failures: dict[tuple[object, str], tuple[int, float]] = {}  # attempts, when the last one failed
-        self._closed = False
-
-    def update_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
-        self.brokers = dict(brokers)
-
-    def get_ready(self, node_id: int, role: str = DEFAULT_ROLE) -> BrokerConnection | None:
-        """The connection if it is up now (no waiting)."""
-        connection = self._connections.get((node_id, role))
-        return connection if connection is not None and connection.connected else None
-
-    def backoff_remaining_ms(self, node_id: object, role: str = DEFAULT_ROLE) -> float:
-        failure = self._failures.get((node_id, role))
-        if failure is None:
-            return 0.0
-        attempts, when = failure
-        backoff = min(self.reconnect_backoff_ms * (2 ** (attempts - 1)), self.reconnect_backoff_max_ms)
-        return max(0.0, when + backoff - _now_ms())
-
-    async def connection(self, node_id: int, role: str = DEFAULT_ROLE) -> BrokerConnection:
-        """The (node, role) connection, connecting if needed; waits out the reconnect backoff."""
-        if node_id not in self.brokers:
-            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-        host, port = self.brokers[node_id]
-        return await self._get((node_id, role), host, port, node_id, role)
-
-    async def bootstrap(self, servers: Iterable[str]) -> BrokerConnection:
-        """A connection to the first bootstrap server that answers."""
-        errors = []
-        for server in servers:
-            host, _, port = server.rpartition(":")
-            try:
-                return await self._get((("bootstrap", server), DEFAULT_ROLE), host, int(port), None, DEFAULT_ROLE)
-            except AuthenticationException:
-                raise  # the next server would refuse the same credentials: say so now
-            except (KafkaConnectionError, IncompatibleBrokerError, KafkaError) as error:
-                errors.append(f"{server}: {error}")
-        raise KafkaConnectionError("no bootstrap server could be reached: " + "; ".join(errors or ["none given"]))
-
-    async def _get(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
-        if self._closed:
-            raise KafkaConnectionError("the client is closed")
-        if self.authentication_error is not None:
-            raise self.authentication_error
-        connection = self._connections.get(key)
-        if connection is not None and connection.connected:
-            return connection
-        task = self._connecting.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._connect(key, host, port, node_id, role))
-            self._connecting[key] = task
-        return await asyncio.shield(task)
-
-    async def _connect(self, key, host: str, port: int, node_id, role: str) -> BrokerConnection:
-        try:
-            wait = self.backoff_remaining_ms(*key)
-            if wait > 0:
-                await asyncio.sleep(wait / 1000)
-            if self.authentication_error is not None:  # another connection failed while this one waited
-                raise self.authentication_error
-            connection = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                          request_timeout_ms=self.request_timeout_ms, role=role,
-                                          memory_pool=self.memory_pool if role == FETCH_ROLE else None,
-                                          security=self.security,
-                                          on_authentication_failure=self._authentication_failed)
-            try:
-                await connection.connect()
-            except BaseException:
-                attempts = self._failures.get(key, (0, 0.0))[0] + 1
-                self._failures[key] = (attempts, _now_ms())
-                raise
-            self._failures.pop(key, None)
-            if self._closed:
-                await connection.close()
-                raise KafkaConnectionError("the client is closed")
-            self._connections[key] = connection
-            return connection
-        finally:
-            self._connecting.pop(key, None)
-
-    def _authentication_failed(self, error: AuthenticationException) -> None:
-        if self.authentication_error is not None:
-            return
-        log.error("authentication failed; this client will not connect again: %s", error)
-        self.authentication_error = error
-        if self._on_authentication_failure is not None:
-            self._on_authentication_failure(error)
-
-    def connections(self) -> list[BrokerConnection]:
-        return list(self._connections.values())
-
-    async def close_bootstrap(self) -> None:
-        """Drop the bootstrap connections once the brokers are known by id."""
-        for key in [k for k in self._connections if isinstance(k[0], tuple)]:
-            await self._connections.pop(key).close()
-
-    async def close(self) -> None:
-        self._closed = True
-        for task in list(self._connecting.values()):
-            task.cancel()
-        for connection in list(self._connections.values()):
-            await connection.close()
-        self._connections.clear()

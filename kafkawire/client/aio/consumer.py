@@ -48,9 +48,12 @@ from ..core.group_protocol import (
 )
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
-from ..errors import ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
-from .authentication import ConnectionSecurity
-from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection, ConnectionManager
+from ..errors import (
+    ConfigError, ConsumerClosed, GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError,
+    KafkaTimeoutError,
+)
+from .connection import DEFAULT_ROLE, FETCH_ROLE, BrokerConnection
+from .connection_manager import ConnectionManager
 from .fetch_driver import FetchDriver
 from .group_driver import GroupDriver
 from .metadata_refresh import Metadata
@@ -80,10 +83,8 @@ class AsyncConsumer:
             raise ValueError("bootstrap.servers is required")
         self.fetcher = Fetcher(config)
         self.pool = self.fetcher.pool
-        self.connections = ConnectionManager(client_id=config.client_id or "kafkawire-consumer",
-                                             request_timeout_ms=config.request_timeout_ms, memory_pool=self.pool,
-                                             security=ConnectionSecurity.of(config),
-                                             on_authentication_failure=lambda _error: self._wake.set())
+        self.connections = ConnectionManager.of(config, config.client_id or "kafkawire-consumer", memory_pool=self.pool,
+                                                on_authentication_failure=lambda _error: self._wake.set())
         self.metadata = Metadata(self.connections, config.bootstrap_servers, allow_auto_topic_creation=False,
                                  retry_backoff_ms=config.retry_backoff_ms)
         self.metadata.add_listener(self._on_metadata)
@@ -114,15 +115,24 @@ class AsyncConsumer:
         self._next_auto_commit = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Bootstrap metadata and start the group member (``poll`` does this on first use)."""
+    async def start(self, timeout_ms: float | None = None) -> None:
+        """Bootstrap metadata and start the group member (the first call that needs the cluster does
+        this). The bootstrap servers are tried again, after each one's reconnect backoff, for up to
+        ``timeout_ms`` (default.api.timeout.ms): then KafkaTimeoutError naming the brokers tried and the
+        last cause."""
+        await self._start(self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
+                          "fetching metadata")
+
+    async def _start(self, timeout_ms: float, what: str) -> None:
         if self._closed:
             raise ConsumerClosed("the consumer is closed")
         if self._started:
             return
+        await self.metadata.refresh_within(timeout_ms, what)
+        if self._started or self._closed:  # another call started it meanwhile, or close() came
+            return
         self._started = True
         self._next_auto_commit = _now_ms() + self.config.auto_commit_interval_ms
-        await self.metadata.refresh()
         if self.member is not None and self._group is not None:
             self.member.set_api_versions((await self._any_connection()).api_versions)
             self._group.start()
@@ -283,9 +293,13 @@ class AsyncConsumer:
         self._check_open()
         if not self.fetcher.assignment() and not self._subscribed:
             raise RuntimeError("poll() needs partitions: call assign() or subscribe() first")
-        if not self._started:
-            await self.start()
         deadline = _now_ms() + timeout_ms
+        if not self._started:
+            try:
+                await self._start(timeout_ms, "poll")
+            except KafkaTimeoutError as error:  # as Kafka's poll: no records yet, not an error
+                log.log(logging.WARNING if timeout_ms > 0 else logging.DEBUG, "%s", error)
+                return []
         while True:
             now = _now_ms()
             self._check_open()  # an authentication failure wakes this wait
@@ -425,19 +439,22 @@ class AsyncConsumer:
             self._wake.set()
 
     async def position(self, partition: TopicPartition | tuple[str, int], timeout_ms: float | None = None) -> int:
-        """The offset of the next record ``poll`` will return for ``partition``, looking it up if needed."""
+        """The offset of the next record ``poll`` will return for ``partition``, looking it up if needed
+        for up to ``timeout_ms`` (default.api.timeout.ms; then KafkaTimeoutError)."""
         self._check_open()
         tp = TopicPartition(*partition)
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        started = _now_ms()
+        deadline = started + timeout
         if not self._started:
-            await self.start()
-        deadline = _now_ms() + (self.config.request_timeout_ms if timeout_ms is None else timeout_ms)
+            await self._start(timeout, f"position of {tp}")
         while True:
             position = self.fetcher.position(tp)
             if position is not None:
                 return position
             remaining = deadline - _now_ms()
             if remaining <= 0:
-                raise asyncio.TimeoutError(f"no position for {tp} within the timeout")
+                raise self.connections.timeout_error(f"position of {tp}", timeout, self.metadata.last_error)
             self._wake.clear()
             self._pump()
             await wait_event(self._wake, remaining / 1000)
@@ -494,15 +511,16 @@ class AsyncConsumer:
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
                      timeout_ms: float | None = None) -> None:
         """Commit ``offsets`` (default: the positions, i.e. everything poll returned) and wait;
-        retriable errors are retried for ``timeout_ms`` (request.timeout.ms). Raises GroupError
+        retriable errors are retried for ``timeout_ms`` (default.api.timeout.ms). Raises GroupError
         (CommitFailedError after a rebalance took the partitions away)."""
         self._check_open()
         member = self._require_member()
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = _now_ms() + timeout
         if not self._started:
-            await self.start()
+            await self._start(timeout, "commit")
         offsets = self._positions() if offsets is None else offsets
-        timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-        await self._await_group(member.commit(offsets, _now_ms(), int(timeout)))
+        await self._await_group(member.commit(offsets, _now_ms(), int(max(0.0, deadline - _now_ms()))))
 
     def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
                      callback: CommitCallback | None = None) -> asyncio.Future[dict[TopicPartition, Any]]:
@@ -529,14 +547,22 @@ class AsyncConsumer:
         if self._positions():
             self.commit_async()
 
-    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None where nothing is committed)."""
+    async def committed(self, partitions: Iterable[TopicPartition],
+                        timeout_ms: float | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed), within ``timeout_ms``
+        (default.api.timeout.ms; then KafkaTimeoutError)."""
         self._check_open()
         member = self._require_member()
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        started = _now_ms()
         if not self._started:
-            await self.start()
-        offsets = await self._await_group(member.fetch_committed([TopicPartition(*tp) for tp in partitions],
-                                                                 _now_ms()))
+            await self._start(timeout, "committed offsets")
+        waiting = self._await_group(member.fetch_committed([TopicPartition(*tp) for tp in partitions], _now_ms()))
+        done, _ = await asyncio.wait({waiting}, timeout=max(0.0, started + timeout - _now_ms()) / 1000)
+        if not done:
+            waiting.cancel()
+            raise self.connections.timeout_error("committed offsets", timeout)
+        offsets = waiting.result()
         return {tp: (value.offset if value is not None else None) for tp, value in offsets.items()}
 
     # ---- the group member's events ------------------------------------------------------------------

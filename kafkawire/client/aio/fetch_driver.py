@@ -21,7 +21,8 @@ from ..core.consumer_config import ConsumerConfig
 from ..core.fetcher import FETCH_VERSION_MIN, Fetcher, Leader
 from ..core.topic_partition import TopicPartition
 from ..errors import KafkaConnectionError, KafkaError
-from .connection import FETCH_ROLE, ConnectionManager, Reply
+from .connection import FETCH_ROLE, Reply
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ from typing import Any
 from ..core.group_member import GroupMember
 from ..core.group_protocol import CommitCompleted, CommittedOffsets, GroupFailure, OutgoingRequest
 from ..errors import GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
-from .connection import COORDINATOR_ROLE, BrokerConnection, ConnectionManager
+from .connection import COORDINATOR_ROLE, BrokerConnection
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 from .waiting import wait_event
 

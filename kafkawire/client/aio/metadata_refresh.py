@@ -22,7 +22,8 @@ from ..errors import (
     AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, UnknownTopicError,
     error_for_code,
 )
-from .connection import BrokerConnection, ConnectionManager
+from .connection import BrokerConnection
+from .connection_manager import ConnectionManager
 
 __all__ = ["Metadata"]
 
@@ -168,11 +169,48 @@ class Metadata:
                 log.debug("metadata: broker %d unreachable: %s", node_id, error)
         return await self.connections.bootstrap(self.bootstrap_servers)
 
+    async def refresh_within(self, timeout_ms: float, what: str,
+                             topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """``refresh``, tried again (each broker after its reconnect backoff, and retry.backoff.ms apart)
+        until it succeeds or ``timeout_ms`` has passed: then a KafkaTimeoutError saying that ``what`` timed
+        out, naming the broker(s) tried and the last cause. An AuthenticationException or an
+        IncompatibleBrokerError is raised at once (trying again cannot help)."""
+        started = _now_ms()
+        done, cause = await self._refresh_until(started + timeout_ms, topics)
+        if done:
+            return self.cluster
+        raise self.connections.timeout_error(what, timeout_ms, cause)
+
+    async def _refresh_until(self, deadline_ms: float, topics: Iterable[str] | None = None
+                             ) -> tuple[bool, BaseException | None]:
+        """(True, None) once a refresh succeeded; at the deadline, (False, the last failure if any)."""
+        cause: BaseException | None = None
+        while True:
+            # even with no time left, one refresh starts: it goes on in the background, and a caller
+            # that polls with no timeout (poll(0) in a loop) finds its outcome later
+            try:
+                async with asyncio.timeout(max(deadline_ms - _now_ms(), 0) / 1000):  # see waiting.wait_event
+                    await self.refresh(topics)
+                return True, None
+            except (AuthenticationException, IncompatibleBrokerError):
+                raise  # not retriable: the credentials or the broker must change first
+            except (KafkaConnectionError, KafkaError) as error:  # (before TimeoutError: RequestTimedOut is one)
+                cause = error
+            except TimeoutError:
+                return False, cause
+            remaining = deadline_ms - _now_ms()
+            if remaining <= 0:
+                return False, cause
+            await asyncio.sleep(min(self.retry_backoff_ms, remaining) / 1000)
+
     async def wait_for_topic(self, topic: str, timeout_ms: float) -> TopicInfo:
-        """The topic's metadata, refreshing until it has partitions with leaders or ``timeout_ms`` passes
-        (then UnknownTopicError, or the last connection error)."""
+        """The topic's metadata, refreshing until it has partitions with leaders or ``timeout_ms`` passes:
+        then UnknownTopicError when brokers answered without it, else KafkaTimeoutError naming the
+        broker(s) and why they did not answer."""
         self.add_topics([topic])
-        deadline = _now_ms() + timeout_ms
+        started = _now_ms()
+        deadline = started + timeout_ms
+        cause: BaseException | None = None
         while True:
             info = self.cluster.topics.get(topic)
             if info is not None and any(p.leader is not None for p in info.partitions.values()):
@@ -180,24 +218,14 @@ class Metadata:
             code = self.cluster.topic_errors.get(topic)
             if code is not None and code not in TRANSIENT_TOPIC_ERRORS:
                 raise error_for_code(code, f"topic {topic!r}")
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                if isinstance(self.last_error, KafkaConnectionError):
-                    raise KafkaConnectionError(f"no metadata for topic {topic!r} within {timeout_ms:.0f} ms: "
-                                               f"{self.last_error}")
+            if deadline - _now_ms() <= 0:
+                if cause is not None or self.cluster.updated_ms is None or self.cluster.updated_ms < started:
+                    raise self.connections.timeout_error(f"metadata for topic {topic!r}", timeout_ms, cause)
                 raise UnknownTopicError(code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         f"topic {topic!r} not present in metadata after {timeout_ms:.0f} ms")
-            try:
-                async with asyncio.timeout(remaining / 1000):  # not wait_for: see waiting.wait_event
-                    await self.refresh()
-            except TimeoutError:
-                continue
-            except AuthenticationException:
-                raise  # not retriable: the credentials must change first
-            except (KafkaConnectionError, IncompatibleBrokerError):
-                await asyncio.sleep(min(self.retry_backoff_ms, max(remaining, 0)) / 1000)
-                continue
-            if topic not in self.cluster.topics or not self.cluster.topics[topic].partitions:
+            done, failure = await self._refresh_until(deadline)
+            cause = None if done else failure or cause
+            if done and (topic not in self.cluster.topics or not self.cluster.topics[topic].partitions):
                 await asyncio.sleep(min(self.retry_backoff_ms, max(deadline - _now_ms(), 0)) / 1000)
 
     async def close(self) -> None:

@@ -59,8 +59,7 @@ from ..core.transaction_manager import TransactionManager
 from ..errors import (
     AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
-from .authentication import ConnectionSecurity
-from .connection import ConnectionManager
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 from .sender import Sender
 from .transaction_driver import TransactionDriver
@@ -101,10 +100,8 @@ class AsyncProducer:
         self.accumulator = RecordAccumulator(self.config, self.pool)
         self.accumulator.loop_waiter = wait_for_delivery  # what awaiting a record's future waits on
         self.partitioner = Partitioner.from_config(self.config)
-        self.connections = ConnectionManager(client_id=self.config.client_id or "kafkawire-producer",
-                                             request_timeout_ms=self.config.request_timeout_ms,
-                                             security=ConnectionSecurity.of(self.config),
-                                             on_authentication_failure=self._on_authentication_failure)
+        self.connections = ConnectionManager.of(self.config, self.config.client_id or "kafkawire-producer",
+                                                on_authentication_failure=self._on_authentication_failure)
         self.metadata = Metadata(self.connections, self.config.bootstrap_servers, allow_auto_topic_creation=True,
                                  retry_backoff_ms=self.config.retry_backoff_ms)
         self.lock: contextlib.AbstractContextManager = contextlib.nullcontext()  # see share_with_threads
@@ -142,8 +139,10 @@ class AsyncProducer:
         self._wake = self.sender.wake_from_thread
 
     # ---- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Connect, load metadata and start the sender (``send`` does this on first use)."""
+    async def start(self, timeout_ms: float | None = None) -> None:
+        """Connect, load metadata and start the sender (``send`` does this on first use). The bootstrap
+        servers are tried again, after each one's reconnect backoff, for up to ``timeout_ms``
+        (max.block.ms): then KafkaTimeoutError naming the brokers tried and the last cause."""
         if self._started:
             return
         if self._start_lock is None:
@@ -153,7 +152,8 @@ class AsyncProducer:
                 return
             if self._closing or self._closed:
                 raise ProducerClosed("the producer is closed")
-            await self.metadata.refresh()
+            await self.metadata.refresh_within(self.config.max_block_ms if timeout_ms is None else timeout_ms,
+                                               "fetching metadata (max.block.ms)")
             self.sender.start()
             self._started = True
 
@@ -170,7 +170,7 @@ class AsyncProducer:
                    timestamp_ms: int | None = None) -> RecordFuture:
         """Append a record; returns an awaitable future for its RecordMetadata. Waits at most
         ``max.block.ms`` for metadata and memory (then BufferExhausted, or UnknownTopicError /
-        KafkaConnectionError)."""
+        KafkaTimeoutError naming the brokers and why they did not answer)."""
         if not self._append_queue:
             future = self.append_now(topic, value, key, partition, headers, timestamp_ms)
             if future is not None:
@@ -237,10 +237,11 @@ class AsyncProducer:
     async def _send_waiting(self, topic: str, value, key, partition, headers, timestamp_ms) -> RecordFuture:
         """``send`` when the record cannot be appended at once: metadata or memory to wait for."""
         self.check_open()
+        started = _now_ms()  # max.block.ms bounds the whole wait: the first metadata, the topic's, memory
         if not self._started:
             await self.start()
-        started = _now_ms()
-        partition, headers, timestamp_ms = await self._prepare(topic, key, partition, headers, timestamp_ms)
+        partition, headers, timestamp_ms = await self._prepare(topic, key, partition, headers, timestamp_ms,
+                                                               self.config.max_block_ms - (_now_ms() - started))
         if self.transactions is not None:
             self._add_to_transaction(topic, partition)
         turn = await self._take_turn() if self._append_queue else None
@@ -263,12 +264,13 @@ class AsyncProducer:
         self._appended(topic, partition, result)
         return result.future
 
-    async def _prepare(self, topic: str, key, partition, headers, timestamp_ms) -> tuple[int, tuple, int]:
+    async def _prepare(self, topic: str, key, partition, headers, timestamp_ms,
+                       wait_ms: float) -> tuple[int, tuple, int]:
         """A record's partition, headers and timestamp, once the topic's metadata is known (waited
-        for up to ``max.block.ms``); bad arguments raise here."""
+        for up to ``wait_ms``); bad arguments raise here."""
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, not {topic!r}")
-        partition = self._partition(topic, key, partition, await self.route(topic))
+        partition = self._partition(topic, key, partition, await self.route(topic, wait_ms))
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         return partition, tuple(headers) if headers else (), timestamp_ms
@@ -277,12 +279,13 @@ class AsyncProducer:
         """The topic's route if send() may use it now (None: metadata to fetch or recheck first)."""
         return self._routes.get(topic) if isinstance(topic, str) else None
 
-    async def route(self, topic: str) -> TopicRoute:
-        """The topic's route, waiting (up to ``max.block.ms``) for its metadata on first use."""
+    async def route(self, topic: str, timeout_ms: float | None = None) -> TopicRoute:
+        """The topic's route, waiting (up to ``timeout_ms``, max.block.ms) for its metadata on first use."""
         route = self._routes.get(topic)
         if route is None:
             if not self.metadata.cluster.partitions_for(topic):
-                await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
+                await self.metadata.wait_for_topic(topic, max(0.0, self.config.max_block_ms if timeout_ms is None
+                                                              else timeout_ms))
             self.check_open()
             cluster = self.metadata.cluster
             count = len(cluster.partitions_for(topic))

@@ -36,7 +36,8 @@ from ..core.producer_batch import ProducerBatch
 from ..core.producer_config import ProducerConfig
 from ..core.topic_partition import TopicPartition
 from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, error_for_code
-from .connection import BrokerConnection, ConnectionManager
+from .connection import BrokerConnection
+from .connection_manager import ConnectionManager
 from .metadata_refresh import Metadata
 from .transaction_driver import TransactionDriver
 from .waiting import wait_event

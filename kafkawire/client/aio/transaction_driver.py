@@ -19,7 +19,8 @@ from ..core.transaction_manager import TransactionManager, TransactionResult, Tx
 from ..errors import (
     IncompatibleBrokerError, KafkaConnectionError, KafkaError, TransactionError, TransactionTimeout,
 )
-from .connection import COORDINATOR_ROLE, ConnectionManager
+from .connection import COORDINATOR_ROLE
+from .connection_manager import ConnectionManager
 
 if TYPE_CHECKING:
     from .sender import Sender

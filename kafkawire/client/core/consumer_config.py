@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .properties import INT32_MAX, INT64_MAX, boolean, choice, dotted, integer, servers
-from .security_config import SecurityConfig
+from .network_config import NetworkConfig
 
 __all__ = ["ConsumerConfig", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 
@@ -41,7 +41,7 @@ _COOPERATIVE_ASSIGNORS = frozenset({"cooperative-sticky"})
 
 
 @dataclass(frozen=True)
-class ConsumerConfig(SecurityConfig):
+class ConsumerConfig(NetworkConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     client_rack: str = ""
@@ -64,7 +64,7 @@ class ConsumerConfig(SecurityConfig):
     heartbeat_interval_ms: int = 3000
     max_poll_interval_ms: int = 300000
     partition_assignment_strategy: tuple[str, ...] = ("range",)
-    request_timeout_ms: int = 30000
+    default_api_timeout_ms: int = 60000  # the calls that take a timeout, when given none
     retry_backoff_ms: int = 100
     check_crcs: bool = True
 
@@ -74,6 +74,8 @@ class ConsumerConfig(SecurityConfig):
         set_ = self._set
         set_("bootstrap_servers", servers(self.bootstrap_servers))
         self._resolve_security()
+        self._resolve_network()
+        self._resolve_network()
         for name in ("client_id", "client_rack"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{dotted(name)} must be a string, not {getattr(self, name)!r}")
@@ -90,7 +92,8 @@ class ConsumerConfig(SecurityConfig):
                                 ("max_poll_records", 1, INT32_MAX), ("buffer_memory", 1, INT64_MAX),
                                 ("auto_commit_interval_ms", 0, INT32_MAX), ("session_timeout_ms", 1, INT32_MAX),
                                 ("heartbeat_interval_ms", 1, INT32_MAX), ("max_poll_interval_ms", 1, INT32_MAX),
-                                ("request_timeout_ms", 0, INT32_MAX), ("retry_backoff_ms", 0, INT64_MAX)):
+                                ("request_timeout_ms", 0, INT32_MAX), ("default_api_timeout_ms", 0, INT32_MAX),
+                                ("retry_backoff_ms", 0, INT64_MAX)):
             set_(name, integer(name, getattr(self, name), low, high))
         if self.remote_max_partition_fetch_bytes is not None:
             set_("remote_max_partition_fetch_bytes",

@@ -26,7 +26,7 @@ from kafkawire.records import Codec
 
 from ..errors import ConfigError
 from .properties import INT32_MAX, INT64_MAX, boolean, integer, servers
-from .security_config import SecurityConfig
+from .network_config import NetworkConfig
 
 __all__ = ["ProducerConfig", "ACKS_ALL"]
 
@@ -42,7 +42,7 @@ _LEVELS = {"compression_gzip_level": (1, 9), "compression_lz4_level": (1, 17),
 
 
 @dataclass(frozen=True)
-class ProducerConfig(SecurityConfig):
+class ProducerConfig(NetworkConfig):
     bootstrap_servers: tuple[str, ...] = ()
     client_id: str = ""
     acks: int = ACKS_ALL
@@ -63,7 +63,6 @@ class ProducerConfig(SecurityConfig):
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     delivery_timeout_ms: int | None = None
-    request_timeout_ms: int = 30000
     partitioner_ignore_keys: bool = False
     max_request_size: int = 1048576
     transactional_id: str | None = None
@@ -75,6 +74,7 @@ class ProducerConfig(SecurityConfig):
         set_ = self._set
         set_("bootstrap_servers", servers(self.bootstrap_servers))
         self._resolve_security()
+        self._resolve_network()
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client.id must be a string, not {self.client_id!r}")
         set_("acks", _acks(self.acks))
