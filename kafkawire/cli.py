@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _run(args, parser)
+        return _run(args)
     except ModuleNotFoundError as error:  # a path of another command that needs the extra (show on s3://...)
         package = (error.name or "").partition(".")[0]
         if package not in CAPTURE_EXTRA:
@@ -135,7 +135,7 @@ def _add_broker_options(parser) -> None:
                              "KIP-1178 v19)")
 
 
-def _run(args, parser) -> int:
+def _run(args) -> int:
     if args.command in ("decode", "report", "demo"):
         missing = _missing_packages(CAPTURE_EXTRA)
         if missing:  # said before anything starts, rather than when the first of them is imported
@@ -144,7 +144,7 @@ def _run(args, parser) -> int:
     if args.command == "apis":
         return _apis(args)
     if args.command == "inspect":
-        return _inspect(args, parser)
+        return _inspect(args)
     if args.command == "broker":
         return _broker(args)
     if args.command == "show":
@@ -396,21 +396,22 @@ def _readings(data: bytes) -> list[bytes]:
     return [data]
 
 
-def _inspect(args, parser) -> int:
+def _inspect(args) -> int:
     from .framing import decode_request, decode_response
     from .messages import api
     if args.response and (args.api is None or args.version is None):
-        parser.error("--response needs --api and --version")
-    try:
-        data = _read_input(args.request or args.response, args.hex)
-    except (OSError, ValueError) as exc:
-        print(f"kafkawire: {exc}", file=sys.stderr)
-        return 2
+        return _refuse("inspect", "--response needs --api and --version")
     try:
         info = None if args.request else api(int(args.api) if args.api.isdigit() else args.api)
     except KeyError as exc:
-        print(f"kafkawire: {exc.args[0]}", file=sys.stderr)
-        return 2
+        return _refuse("inspect", f"--api {exc.args[0]}")
+    option, path = ("--request", args.request) if args.request else ("--response", args.response)
+    try:
+        data = _read_input(path, args.hex)
+    except OSError as exc:
+        return _refuse("inspect", f"{option} {path}: {exc.strerror or exc}")
+    except ValueError as exc:  # --hex text that is not hex
+        return _refuse("inspect", f"{option} {path}: not hex text ({exc})")
     first_error = None
     for reading in _readings(data):
         try:
@@ -426,7 +427,7 @@ def _inspect(args, parser) -> int:
         print(json.dumps({"api": info.name, "api_key": info.key, "api_version": version,
                           "header": header.to_dict(), "body": body.to_dict()}, indent=2))
         return 0
-    print(f"kafkawire: cannot decode: {first_error}", file=sys.stderr)
+    print(f"kafkawire inspect: cannot decode: {first_error}", file=sys.stderr)
     return 1
 
 

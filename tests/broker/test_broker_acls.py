@@ -69,3 +69,36 @@ def test_filters_for_describe_and_delete():
     removed = auth.delete([AclFilter(RT.TOPIC, pattern_type=PT.PREFIXED), AclFilter(operation=Op.DESCRIBE)])
     assert removed == [[bindings[1]], [bindings[2]]]
     assert auth.acls == [bindings[0], bindings[3], bindings[4]]
+
+
+def test_the_stored_security_state_is_readable_by_its_owner_only(tmp_path, monkeypatch):
+    # acls.json and scram-credentials.json are created 0600, never wider even for a moment: the mode is
+    # checked on the temporary file as it is renamed into place, and a crash's 0644 leftover is not reused
+    import os
+    import stat
+    from kafkawire.broker import atomic_file
+    from kafkawire.broker.security.scram_store import ScramStore, parse_add_scram
+    renamed = {}
+    real_replace = os.replace
+
+    def replace(source, target):
+        renamed[os.path.basename(target)] = stat.S_IMODE(os.stat(source).st_mode)
+        real_replace(source, target)
+
+    monkeypatch.setattr(atomic_file.os, "replace", replace)
+    old = os.umask(0o022)
+    try:
+        for name in ("acls.json", "acls.json.tmp", "scram-credentials.json"):
+            (tmp_path / name).write_text("[]" if name.startswith("acls") else "{}")
+            (tmp_path / name).chmod(0o644)  # an earlier broker's files and a crash's leftover
+        Authorizer(tmp_path / "acls.json").create([acl("orders", Op.READ)])
+        store = ScramStore(tmp_path / "scram-credentials.json")
+        _, user, credential = parse_add_scram("SCRAM-SHA-256=[name=alice,password=alice-secret]")
+        store.put(user, credential)
+        store.save()
+    finally:
+        os.umask(old)
+    assert renamed == {"acls.json": 0o600, "scram-credentials.json": 0o600}
+    for name in ("acls.json", "scram-credentials.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    assert not (tmp_path / "acls.json.tmp").exists()

@@ -112,8 +112,6 @@ CASES = [
     ("InitProducerId", 4, lambda: m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
                                                           producer_id=-1, producer_epoch=-1),
      lambda r: r.error_code == 0 and r.producer_id >= 0, lambda r: r.error_code == CLUSTER_AUTH),
-    ("DescribeCluster", 1, lambda: m.DescribeClusterRequest(),
-     lambda r: r.error_code == 0 and r.brokers, lambda r: r.error_code == CLUSTER_AUTH and not r.brokers),
     ("DescribeAcls", 3, lambda: m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
                                                       pattern_type_filter=1, principal_filter=None, host_filter=None,
                                                       operation=1, permission_type=1),
@@ -207,6 +205,47 @@ def test_each_api_checks_its_acls(broker, name, version, build, allowed, refused
         assert allowed(alice.request(build(), version)), f"{name}: alice was refused"
     with _as(broker, "eve") as eve:
         assert refused(eve.request(build(), version)), f"{name}: eve was not refused"
+
+
+def test_describe_cluster_answers_everyone_and_only_operations_need_describe(broker):
+    # Kafka's computeDescribeClusterResponse authorizes nothing but the cluster's authorized operations:
+    # 0 without CLUSTER DESCRIBE, the allowed ones with it, the schema's default when not asked for
+    request = m.DescribeClusterRequest(include_cluster_authorized_operations=True)
+    alice_grants = {Op.ALTER, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS, Op.DESCRIBE, Op.IDEMPOTENT_WRITE}
+    cluster_operations = alice_grants | {Op.CREATE, Op.CLUSTER_ACTION}
+    for user, expected in (("admin", cluster_operations), ("alice", alice_grants), ("eve", set())):
+        with _as(broker, user) as client:
+            answer = client.request(request, 1)
+            assert (answer.error_code, [b.broker_id for b in answer.brokers]) == (0, [0]), user
+            assert answer.cluster_authorized_operations == sum(1 << op for op in expected), user
+            assert client.request(m.DescribeClusterRequest(), 1).cluster_authorized_operations == -(1 << 31)
+
+
+def test_describe_cluster_endpoint_types_as_kafka(broker):
+    with _as(broker, "eve") as eve:
+        controller = eve.request(m.DescribeClusterRequest(endpoint_type=2), 1)
+        assert (controller.error_code, controller.error_message) == (
+            114, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
+        unknown = eve.request(m.DescribeClusterRequest(endpoint_type=7), 1)
+        assert (unknown.error_code, unknown.error_message, unknown.brokers) == (
+            115, "Unsupported endpoint type 7", ())
+
+
+def test_real_admin_clients_describe_the_cluster_without_acls(broker):
+    from confluent_kafka.admin import AdminClient
+    from kafkawire.client import AdminClient as KafkawireAdmin
+    settings = {"bootstrap.servers": broker.broker.bootstrap_for("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": "eve", "sasl.password": PLAIN_USERS["eve"]}
+    confluent = AdminClient(settings)
+    described = confluent.describe_cluster(include_authorized_operations=True).result(15)
+    assert [n.id for n in described.nodes] == [0] and not described.authorized_operations
+    ours = KafkawireAdmin(settings)
+    try:
+        mine = ours.describe_cluster(include_authorized_operations=True).result(15)
+    finally:
+        ours.close()
+    assert [n.id for n in mine.nodes] == [0] and not mine.authorized_operations
 
 
 def test_broker_to_broker_transaction_apis_need_cluster_action(broker):

@@ -211,3 +211,57 @@ def test_kafka_python_configs_and_group_offsets(broker, admin, kp_admin):
     errors = kp_admin.delete_group_offsets("kp-offsets", [KpTopicPartition("kp-conf", 0)])
     assert [error.errno for error in errors.values()] == [0]
     assert kp_admin.list_group_offsets("kp-offsets") == {"kp-offsets": {}}
+
+
+# ---- ACL calls on a broker without an authorizer ----------------------------------------------------
+
+def test_acl_calls_without_an_authorizer_answer_security_disabled(broker):
+    # Kafka's AclApis: SECURITY_DISABLED (54), with its own wording for DescribeAcls and for the changes
+    from broker_harness import RawClient
+    from kafkawire import messages as m
+    every = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    with RawClient(broker.port) as raw:
+        described = raw.request(m.DescribeAclsRequest(**every), 3)
+        created = raw.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=3,
+            permission_type=3)]), 3)
+        deleted = raw.request(m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(**every)]), 3)
+    assert (described.error_code, described.error_message) == (54, "No Authorizer is configured on the broker")
+    assert [(r.error_code, r.error_message) for r in created.results] == [(54, "No Authorizer is configured.")]
+    assert [(r.error_code, r.error_message) for r in deleted.filter_results] == [(54, "No Authorizer is configured.")]
+
+
+def test_real_admin_clients_see_security_disabled(broker, admin, kp_admin):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+        ResourceType as AclResourceType,
+    )
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePatternFilter
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import SecurityDisabledError
+    from kafkawire.client import AdminClient as KafkawireAdmin
+    from kafkawire.client import admin as kafkawire_acls
+    binding = AclBinding(AclResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:a", "*", AclOperation.READ,
+                         AclPermissionType.ALLOW)
+    every = AclBindingFilter(AclResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    for futures in (admin.create_acls([binding]), admin.delete_acls([every])):
+        with pytest.raises(KafkaException, match="SECURITY_DISABLED"):
+            [future.result(TIMEOUT) for future in futures.values()]
+    # (librdkafka reads DescribeAcls' top-level error code and drops it, so confluent-kafka's describe_acls
+    # lists nothing from Kafka as from kafkawire; kafka-python and kafkawire's client report it)
+    with pytest.raises(SecurityDisabledError, match="No Authorizer is configured on the broker"):
+        kp_admin.describe_acls(ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                                         permission_type=ACLPermissionType.ANY,
+                                         resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
+                                                                                ACLResourcePatternType.ANY)))
+    ours = KafkawireAdmin({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    try:
+        with pytest.raises(Exception, match="SECURITY_DISABLED"):
+            ours.describe_acls(kafkawire_acls.AclBindingFilter(
+                kafkawire_acls.ResourceType.ANY, None, kafkawire_acls.ResourcePatternType.ANY, None, None,
+                kafkawire_acls.AclOperation.ANY, kafkawire_acls.AclPermissionType.ANY)).result(TIMEOUT)
+    finally:
+        ours.close()

@@ -39,6 +39,9 @@ def test_cluster_command_with_its_control_interface(tmp_path):
         answers = control(port, "create-topic events 1 2", "leader events 0", "isr events 0", "nonsense")
         assert answers[0] == "ok" and answers[2] == "ok 1,2" and answers[3].startswith("error ")
         leader = int(answers[1].split()[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # quit: the server hangs up
+            sock.sendall(b"leader events 0\nquit\nleader events 0\n")  # no shutdown: as Debian's nc
+            assert sock.makefile().read().splitlines() == [answers[1], "ok"]
         producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, retries=0)
         try:
             producer.send("events", b"first").get(20)

@@ -30,10 +30,12 @@ def broker(request, tmp_path_factory):
         yield running
 
 
-def start_worker(bootstrap: str, source: str, sink: str) -> subprocess.Popen:
+def start_worker(bootstrap: str, source: str, sink: str, hold: int = 0) -> subprocess.Popen:
+    """The worker; with ``hold``, it waits after the hold-th transaction's records are written."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, str(WORKER), bootstrap, source, sink, str(PARTITIONS),
-                             str(PER_PARTITION)], stdout=subprocess.PIPE, text=True, env=env)
+                             str(PER_PARTITION), str(hold)], stdin=subprocess.PIPE if hold else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, text=True, env=env)
 
 
 def read(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
@@ -59,19 +61,21 @@ def test_a_worker_killed_mid_transaction_and_restarted_writes_every_input_exactl
                 producer.send(source, value, partition=partition)
         producer.flush()
 
-    first = start_worker(broker.bootstrap, source, sink)
+    first = start_worker(broker.bootstrap, source, sink, hold=3)
     try:
-        begun = 0
         assert first.stdout is not None
+        begun: list[int] = []  # the records of each transaction begun
         for line in first.stdout:
-            begun += line.strip() == "begun"
-            if begun == 3:  # the third transaction's records are in the log, not yet committed
+            if line.startswith("begun"):
+                begun.append(int(line.split()[1]))
+            if len(begun) == 3:  # the worker holds: the third transaction's records are in the log, uncommitted
                 first.send_signal(signal.SIGKILL)
                 break
         assert first.wait(TIMEOUT_S) == -signal.SIGKILL
     finally:
         if first.poll() is None:
             first.kill()
+    assert len(begun) == 3
     second = start_worker(broker.bootstrap, source, sink)
     try:
         assert second.wait(TIMEOUT_S) == 0
@@ -82,5 +86,5 @@ def test_a_worker_killed_mid_transaction_and_restarted_writes_every_input_exactl
     expected = sorted(value + b"-out" for values in inputs.values() for value in values)
     assert sorted(read(broker.bootstrap, sink, "read_committed")) == expected
     everything = read(broker.bootstrap, sink, "read_uncommitted")
-    assert len(everything) > len(expected)  # the killed transaction's records, aborted
+    assert len(everything) == len(expected) + begun[2]  # the killed transaction's records, aborted
     assert set(everything) == set(expected)

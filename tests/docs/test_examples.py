@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -35,6 +36,7 @@ PAGES = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.m
 BIN = Path(sys.executable).parent
 HOST, PORT = "127.0.0.1", 9092
 BROKER_COMMAND = "kafkawire broker --data-dir"
+CLUSTER_COMMAND = "kafkawire cluster --brokers"
 
 # Examples not run here: (a piece of the example's text, why).
 NOT_RUN = [
@@ -49,7 +51,6 @@ NOT_RUN = [
                      "test_capture_spark_job.py runs it locally, with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
-    ("kafkawire cluster --brokers", "a server: tests/cli/test_cli_cluster.py runs it and drives its control socket"),
     ("--config config/server.properties", "servers on Kafka's fixed ports: tests/broker/test_broker_server_properties.py "
                                           "starts both files with their ports and folders overridden"),
 ]
@@ -78,6 +79,7 @@ def test_every_not_run_entry_matches_an_example():
     for piece, _ in NOT_RUN:
         assert any(piece in code for code in codes), f"NOT_RUN entry {piece!r} matches no example"
     assert len({code.strip() for code in codes if BROKER_COMMAND in code}) == 1, "one broker command, run once"
+    assert sum(CLUSTER_COMMAND in code for code in codes) == 1, "one cluster example"
 
 
 def port_free(host: str, port: int) -> bool:
@@ -172,11 +174,47 @@ def test_python_example(language, line, code, broker, tmp_path):
         assert done.stdout.strip(), f"{line} prints nothing (in {time.monotonic() - started:.1f} s)"
 
 
+def run_cluster_example(line: str, code: str, data_dir: Path) -> None:
+    """The cluster example: its first line in the background (with a fresh ``--data-dir``), then each
+    control line as written, against the fresh cluster; every command must be answered "ok" and ``nc``
+    must exit."""
+    start, *control_lines = [text for text in code.splitlines() if text.strip()]
+    argv = shlex.split(start)
+    argv[argv.index("--data-dir") + 1] = str(data_dir)
+    first, count = int(argv[argv.index("--port") + 1]), int(argv[argv.index("--brokers") + 1])
+    ports = [*range(first, first + count), int(argv[argv.index("--control-port") + 1])]
+    busy = [port for port in ports if not port_free(HOST, port)]
+    if busy:
+        pytest.skip(f"port {busy[0]} is in use: the cluster example listens on {ports}")
+    if shutil.which("nc") is None:
+        pytest.skip("the cluster example talks to its control socket with nc, which is not installed")
+    process = subprocess.Popen([str(BIN / "kafkawire"), *argv[1:]], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment())
+    try:
+        started = ""
+        while not started.startswith("kafkawire cluster on"):
+            started = process.stdout.readline()
+            assert started, f"{line}: the cluster did not start\n{process.stderr.read()}"
+        for command in control_lines:
+            done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], capture_output=True, text=True,
+                                  timeout=60, cwd=data_dir.parent, env=environment())
+            assert done.returncode == 0, f"{line}: {command}\n{done.stderr[-3000:]}"
+            answers = done.stdout.splitlines()
+            assert len(answers) == command.count("\\n") and all(a.startswith("ok") for a in answers), (
+                f"{line}: {command}\n{done.stdout}")
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
 @pytest.mark.parametrize("language,line,code", SH, ids=[where for _, where, _ in SH])
-def test_sh_example(language, line, code, broker, frames_folder, request):
+def test_sh_example(language, line, code, broker, frames_folder, request, tmp_path):
     reason = not_run_reason(code)
     if reason:
         pytest.skip(reason)
+    if CLUSTER_COMMAND in code:
+        run_cluster_example(line, code, tmp_path / "cluster-data")
+        return
     if "capture.pcapng" in code:
         request.getfixturevalue("capture_in_frames_folder")
     if BROKER_COMMAND in code:

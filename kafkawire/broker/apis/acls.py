@@ -10,7 +10,9 @@ from .state import BrokerState, RequestContext
 
 __all__ = ["AclApis"]
 
-_NO_AUTHORIZER = "No Authorizer is configured on the broker"
+# Kafka's own wording differs between DescribeAcls and the two calls that change ACLs
+_NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
+_NO_AUTHORIZER_ALTER = "No Authorizer is configured."
 
 
 def _enum(kind, value: int, unknown):
@@ -27,7 +29,8 @@ class AclApis:
     def _refusal(self, context: RequestContext, operation: Operation) -> tuple[int, str | None]:
         authorizer = self.state.authorizer
         if authorizer is None:
-            return ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER
+            return ErrorCode.SECURITY_DISABLED, (_NO_AUTHORIZER_DESCRIBE if operation is Operation.DESCRIBE
+                                                 else _NO_AUTHORIZER_ALTER)
         if not self.state.allowed(context, operation, ResourceType.CLUSTER, "kafka-cluster"):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return ErrorCode.NONE, None

@@ -13,6 +13,11 @@ __all__ = ["ClusterApis"]
 
 _AUTHORIZATION_FAILED = {ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
                          ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+_BROKER_ENDPOINT = 1
+_ENDPOINT_NAMES = {_BROKER_ENDPOINT: "BROKER", 2: "CONTROLLER"}
+# the operations Kafka's AclEntry.supportedOperations lists for the CLUSTER resource
+_CLUSTER_OPERATIONS = (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+                       Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE)
 
 
 class ClusterApis:
@@ -37,21 +42,38 @@ class ClusterApis:
     async def describe_cluster(self, request, version: int, context: RequestContext):
         if context.listener.controller:
             return describe_controllers(self.state, request, version, context)
-        if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
-            return m.DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                             error_message="Cluster authorization failed.",
-                                             cluster_id=self.config.cluster_id, brokers=[])
-        if version >= 1 and request.endpoint_type != 1:  # a broker describes brokers, not controllers
-            return m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                                             error_message="The broker only handles the BROKER endpoint type",
-                                             endpoint_type=request.endpoint_type, cluster_id=self.config.cluster_id,
-                                             brokers=[])
+        # Kafka answers every principal: no ACL is needed to describe the cluster, only the cluster's
+        # authorized operations, when asked for, depend on CLUSTER DESCRIBE (computeDescribeClusterResponse).
+        endpoint = request.endpoint_type if version >= 1 else _BROKER_ENDPOINT
+        if endpoint not in _ENDPOINT_NAMES:
+            return m.DescribeClusterResponse(
+                error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE if version else ErrorCode.INVALID_REQUEST,
+                error_message=f"Unsupported endpoint type {endpoint}", brokers=[])
+        if endpoint != _BROKER_ENDPOINT:  # a broker describes brokers, not controllers
+            return m.DescribeClusterResponse(
+                error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if version else ErrorCode.INVALID_REQUEST,
+                error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                              f"type {_ENDPOINT_NAMES[endpoint]}", brokers=[])
         view = self.state.view  # every live broker, at its address on the listener the request came in on
         brokers = [m.DescribeClusterResponse.DescribeClusterBroker(broker_id=node.node_id, host=node.host,
                                                                    port=node.port, rack=None)
                    for node in view.brokers(context.listener.name, context.advertised)]
-        return m.DescribeClusterResponse(error_code=0, endpoint_type=1, cluster_id=self.config.cluster_id,
-                                         controller_id=view.controller_id, brokers=brokers)
+        response = m.DescribeClusterResponse(error_code=0, endpoint_type=_BROKER_ENDPOINT,
+                                             cluster_id=self.config.cluster_id, controller_id=view.controller_id,
+                                             brokers=brokers)
+        if request.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = self._cluster_operations(context)
+        return response
+
+    def _cluster_operations(self, context: RequestContext) -> int:
+        """The bit field of the CLUSTER operations the principal may do; 0 without CLUSTER DESCRIBE."""
+        if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+            return 0
+        bits = 0
+        for operation in _CLUSTER_OPERATIONS:
+            if self.state.allowed(context, operation, ResourceType.CLUSTER, "kafka-cluster"):
+                bits |= 1 << operation
+        return bits
 
     async def find_coordinator(self, request, version: int, context: RequestContext):
         kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID

@@ -1,6 +1,7 @@
 """The control interface of ``kafkawire cluster``: one command a line, one answer a line ("ok ..." or
 "error ..."), over a TCP socket (``--control-port``), so that a test in any language can inject faults
-with ``printf 'move-leader events 0\\n' | nc 127.0.0.1 PORT``.
+with ``printf 'move-leader events 0\\nquit\\n' | nc 127.0.0.1 PORT`` (``quit`` closes the connection: an
+``nc`` that keeps it open after its input ends, as Debian's does, exits then).
 
 Commands (NODE is a broker's node id, API a name such as Produce or a key, ERROR a name such as
 NOT_LEADER_OR_FOLLOWER or a code):
@@ -17,6 +18,7 @@ NOT_LEADER_OR_FOLLOWER or a code):
     isr TOPIC PARTITION [NODE,NODE...]    set the in-sync replicas (none: every live replica again)
     clear [NODE]                          remove injected errors, latency and throttles
     help                                  this list
+    quit                                  "ok", then the connection is closed
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ async def execute(cluster: Cluster, line: str) -> str:
 async def _run(cluster: Cluster, command: str, args: list[str]) -> str:
     if command == "help":
         return "ok " + " | ".join(entry.split("  ")[0].strip() for entry in _COMMANDS)
+    if command == "quit":  # the session closes the connection once this answer is sent
+        return "ok"
     if command == "brokers":
         return "ok " + " ".join(f"{node}={cluster.broker(node).bootstrap}" for node in cluster.node_ids
                                 if node not in cluster.stopped)
@@ -103,9 +107,12 @@ async def serve_control(cluster: Cluster, host: str, port: int) -> asyncio.base_
                 if len(line) > _MAX_LINE:
                     writer.write(b"error line too long\n")
                     return
-                answer = await execute(cluster, line.decode(errors="replace"))
+                text = line.decode(errors="replace")
+                answer = await execute(cluster, text)
                 writer.write(answer.encode() + b"\n")
                 await writer.drain()
+                if answer == "ok" and text.split()[0].lower() == "quit":
+                    return
         except (ConnectionError, asyncio.LimitOverrunError, ValueError):
             return
         finally:

@@ -26,7 +26,7 @@ from ...acl_types import AclOperation as Operation
 from ...acl_types import AclPermissionType as Permission
 from ...acl_types import ResourcePatternType as PatternType
 from ...acl_types import ResourceType
-from ..atomic_file import write_json_atomically
+from ..atomic_file import PRIVATE, write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
            "WILDCARD", "WILDCARD_PRINCIPAL"]
@@ -187,4 +187,4 @@ class Authorizer:
             return
         entries = [[int(a.resource_type), a.resource_name, int(a.pattern_type), a.principal, a.host,
                     int(a.operation), int(a.permission)] for a in self.acls]
-        write_json_atomically(self.path, entries)
+        write_json_atomically(self.path, entries, mode=PRIVATE)

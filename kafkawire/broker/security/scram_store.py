@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from ..atomic_file import write_json_atomically
+from ..atomic_file import PRIVATE, write_json_atomically
 from ...sasl.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential, ScramMechanism
 
 __all__ = ["ScramStore", "parse_add_scram", "MECHANISM_BY_TYPE"]
@@ -81,4 +81,4 @@ class ScramStore:
                               "server_key": base64.b64encode(c.server_key).decode()}
                        for name, c in by_mechanism.items()}
                 for user, by_mechanism in self.credentials.items()}
-        write_json_atomically(self.path, data)
+        write_json_atomically(self.path, data, mode=PRIVATE)
