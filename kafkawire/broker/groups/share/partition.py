@@ -222,11 +222,14 @@ class SharePartition:
 
     # ---- durability ---------------------------------------------------------------------------------
     def snapshot(self) -> tuple[int, list[list[int]]]:
-        """(SPSO, runs of ``[first, last, state, delivery count]``) as written to the journal: acquired
-        records are written as available (after a restart nobody holds them), with their deliveries."""
+        """(SPSO, runs of ``[first, last, state, delivery count]``) as written to the journal. Acquired
+        records are written as their lock expiring would leave them (after a restart nobody holds them):
+        available with their deliveries counted, archived at the delivery limit."""
         runs: list[list[int]] = []
         for offset, state, count, _ in self.in_flight():
-            stored = RecordState.AVAILABLE if state is RecordState.ACQUIRED else state
+            stored = state
+            if state is RecordState.ACQUIRED:
+                stored = RecordState.ARCHIVED if count >= self.delivery_count_limit else RecordState.AVAILABLE
             if runs and runs[-1][1] == offset - 1 and runs[-1][2] == stored and runs[-1][3] == count:
                 runs[-1][1] = offset
             else:
