@@ -139,6 +139,8 @@ class Handlers:
 
     async def _list_groups(self, request: Any, version: int, context: RequestContext) -> Any:
         response = await self.groups.list_groups(request, version)
+        if response.error_code == ErrorCode.NONE:
+            response.groups = [*response.groups, *self.share.listed(request, version)]
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             response.groups = [g for g in response.groups  # only the groups it may describe
                                if self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]

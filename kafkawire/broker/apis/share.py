@@ -178,6 +178,16 @@ class ShareApis:
                                        assignor_name=ASSIGNOR_NAME, members=members,
                                        authorized_operations=operations)
 
+    def listed(self, request, version: int) -> list:
+        """ListGroups' entries for the share groups (type and protocol type "share"), as filtered."""
+        states = {state.lower() for state in request.states_filter} if version >= 4 else set()
+        types = {kind.lower() for kind in request.types_filter} if version >= 5 else set()
+        if types and "share" not in types:
+            return []
+        return [m.ListGroupsResponse.ListedGroup(group_id=group.group_id, protocol_type="share",
+                                                 group_state=group.state, group_type="share")
+                for group in self.groups.groups.values() if not states or group.state.lower() in states]
+
     def _by_id(self, assignment: Assignment):
         for name, partitions in sorted(assignment.items()):
             topic = self.state.topics.get(name)

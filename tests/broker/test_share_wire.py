@@ -1,0 +1,130 @@
+"""Share groups over the wire, request by request: share sessions and their errors, MaxRecords and
+BatchSize, forgotten partitions, acknowledgements by the wrong member, and the share groups in
+ListGroups and ShareGroupDescribe."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker_harness import BrokerThread, RawClient
+from broker_wire import create_topic, produce
+from kafkawire import messages as m
+from kafkawire.error_codes import ErrorCode
+from kafkawire.records import RecordBatchBuilder
+
+FETCH_V = 2  # ShareFetch and ShareAcknowledge v2: ShareAcquireMode, IsRenewAck
+RECORD_LIMIT = 1
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerThread(data_dir=tmp_path_factory.mktemp("share-wire") / "data",
+                      share_auto_offset_reset="earliest") as running:
+        yield running
+
+
+@pytest.fixture
+def client(broker):
+    with RawClient(broker.port) as raw:
+        yield raw
+
+
+_topics = iter(range(1000))
+
+
+def _topic(broker, client, records: int) -> uuid.UUID:
+    name = f"wire-{next(_topics)}"
+    create_topic(client, name, 1)
+    for i in range(records):  # one record a batch
+        builder = RecordBatchBuilder()
+        builder.append(f"v{i}".encode())
+        assert produce(client, name, 0, builder.build()).error_code == 0
+    return broker.broker.topics.get(name).topic_id
+
+
+def _fetch(client, member, epoch, topic_id=None, *, acks=None, forgotten=None, max_records=500, batch_size=500,
+           mode=0, group="wire"):
+    Request = m.ShareFetchRequest
+    topics = []
+    if topic_id is not None:
+        batches = [Request.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=t)
+                   for f, l, t in acks or ()]
+        topics = [Request.FetchTopic(topic_id=topic_id, partitions=[
+            Request.FetchPartition(partition_index=0, acknowledgement_batches=batches)])]
+    request = Request(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
+                      max_bytes=1 << 20, max_records=max_records, batch_size=batch_size, share_acquire_mode=mode,
+                      topics=topics, forgotten_topics_data=[
+                          Request.ForgottenTopic(topic_id=forgotten, partitions=[0])] if forgotten else [])
+    return client.request(request, FETCH_V)
+
+
+def _acquired(response) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_share_session_epochs(broker, client):
+    topic_id = _topic(broker, client, 2)
+    assert _fetch(client, "m1", 1, topic_id).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    opened = _fetch(client, "m1", 0, topic_id, acks=[(0, 0, [1])])
+    assert opened.error_code == ErrorCode.INVALID_REQUEST  # no acknowledgements when a session opens
+    assert _acquired(_fetch(client, "m1", 0, topic_id)) == [(0, 1, 1)]
+    assert _fetch(client, "m1", 5).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    acked = _fetch(client, "m1", 1, topic_id, acks=[(0, 1, [1])])
+    assert acked.error_code == 0
+    assert [p.acknowledge_error_code for t in acked.responses for p in t.partitions] == [0]
+    acknowledge = m.ShareAcknowledgeRequest(group_id="wire", member_id="m1", share_session_epoch=0)
+    assert client.request(acknowledge, FETCH_V).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    acknowledge.share_session_epoch = -1  # closes the session
+    assert client.request(acknowledge, FETCH_V).error_code == 0
+    assert _fetch(client, "m1", 2).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+def test_max_records_and_batch_size(broker, client):
+    topic_id = _topic(broker, client, 10)
+    limited = _fetch(client, "m2", 0, topic_id, max_records=3, batch_size=2, mode=RECORD_LIMIT, group="limits")
+    assert _acquired(limited) == [(0, 1, 1), (2, 2, 1)]
+    (records,) = [p.records for t in limited.responses for p in t.partitions]
+    assert records  # the log batches holding the acquired records
+    rest = _fetch(client, "m2", 1, max_records=100, batch_size=4, group="limits")
+    assert _acquired(rest) == [(3, 6, 1), (7, 9, 1)]
+
+
+def test_a_member_acknowledges_only_what_it_holds_and_forgets_partitions(broker, client):
+    topic_id = _topic(broker, client, 3)
+    assert _acquired(_fetch(client, "holder", 0, topic_id, group="owners")) == [(0, 2, 1)]
+    _fetch(client, "other", 0, topic_id, group="owners")
+    wrong = _fetch(client, "other", 1, topic_id, acks=[(0, 0, [1])], group="owners")
+    assert [p.acknowledge_error_code for t in wrong.responses for p in t.partitions] == [
+        ErrorCode.INVALID_RECORD_STATE]
+    # the holder releases 1 (a ShareFetch would acquire it again at once); a fetch that forgets the
+    # partition gets nothing from it
+    Ack = m.ShareAcknowledgeRequest
+    released = client.request(Ack(group_id="owners", member_id="holder", share_session_epoch=1, topics=[
+        Ack.AcknowledgeTopic(topic_id=topic_id, partitions=[Ack.AcknowledgePartition(
+            partition_index=0, acknowledgement_batches=[Ack.AcknowledgementBatch(
+                first_offset=1, last_offset=1, acknowledge_types=[2])])])]), FETCH_V)
+    assert [p.error_code for t in released.responses for p in t.partitions] == [0]
+    assert _acquired(_fetch(client, "other", 2, forgotten=topic_id, group="owners")) == []
+    assert _acquired(_fetch(client, "other", 3, topic_id, group="owners")) == [(1, 1, 2)]
+
+
+def test_share_groups_are_listed_and_described(broker, client):
+    name = f"wire-{next(_topics)}"
+    create_topic(client, name, 2)
+    joined = client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="mx", member_epoch=0,
+                                                         subscribed_topic_names=[name]), 1)
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+    assert [sorted(t.partitions) for t in joined.assignment.topic_partitions] == [[0, 1]]
+    listed = client.request(m.ListGroupsRequest(types_filter=["share"]), 5)
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [("described", "share", "Stable")]
+    (described,) = client.request(m.ShareGroupDescribeRequest(group_ids=["described"]), 1).groups
+    assert (described.error_code, described.group_epoch, described.assignor_name) == (0, 1, "simple")
+    assert [(mb.member_id, mb.subscribed_topic_names) for mb in described.members] == [("mx", (name,))]
+    fenced = client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="mx", member_epoch=7), 1)
+    assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    left = client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="mx", member_epoch=-1), 1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    (unknown,) = client.request(m.ShareGroupDescribeRequest(group_ids=["nobody"]), 1).groups
+    assert unknown.error_code == ErrorCode.GROUP_ID_NOT_FOUND
