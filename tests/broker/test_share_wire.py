@@ -3,6 +3,8 @@ BatchSize, forgotten partitions, acknowledgements by the wrong member, and the s
 ListGroups and ShareGroupDescribe."""
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
@@ -44,7 +46,7 @@ def _topic(broker, client, records: int) -> uuid.UUID:
 
 
 def _fetch(client, member, epoch, topic_id=None, *, acks=None, forgotten=None, max_records=500, batch_size=500,
-           mode=0, group="wire"):
+           mode=0, group="wire", max_wait_ms=0):
     Request = m.ShareFetchRequest
     topics = []
     if topic_id is not None:
@@ -52,7 +54,7 @@ def _fetch(client, member, epoch, topic_id=None, *, acks=None, forgotten=None, m
                    for f, l, t in acks or ()]
         topics = [Request.FetchTopic(topic_id=topic_id, partitions=[
             Request.FetchPartition(partition_index=0, acknowledgement_batches=batches)])]
-    request = Request(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
+    request = Request(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
                       max_bytes=1 << 20, max_records=max_records, batch_size=batch_size, share_acquire_mode=mode,
                       topics=topics, forgotten_topics_data=[
                           Request.ForgottenTopic(topic_id=forgotten, partitions=[0])] if forgotten else [])
@@ -128,3 +130,27 @@ def test_share_groups_are_listed_and_described(broker, client):
     assert (left.error_code, left.member_epoch) == (0, -1)
     (unknown,) = client.request(m.ShareGroupDescribeRequest(group_ids=["nobody"]), 1).groups
     assert unknown.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_waiting_fetch_answers_at_max_wait_or_when_a_record_arrives(broker, client):
+    topic_id = _topic(broker, client, 0)
+    name = broker.broker.topics.by_id[topic_id].name
+    started = time.monotonic()
+    assert _acquired(_fetch(client, "w", 0, topic_id, group="waiters", max_wait_ms=300)) == []
+    assert time.monotonic() - started >= 0.3
+    answer: dict = {}
+
+    def wait_for_a_record():
+        with RawClient(broker.port) as waiting:
+            answer["response"] = _fetch(waiting, "w", 1, group="waiters", max_wait_ms=60_000)
+
+    waiter = threading.Thread(target=wait_for_a_record)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not len(broker.broker.handlers.purgatory) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the fetch is parked
+    builder = RecordBatchBuilder()
+    builder.append(b"late")
+    assert produce(client, name, 0, builder.build()).error_code == 0
+    waiter.join(30)
+    assert _acquired(answer["response"]) == [(0, 0, 1)]  # woken by the append, long before MaxWaitMs

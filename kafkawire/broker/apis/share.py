@@ -339,7 +339,7 @@ class ShareApis:
             except OffsetInRemoteTier:
                 continue  # share fetches are served from the local log only
             except OffsetOutOfRange:
-                share.move_start(partition_log.log_start_offset)  # retention passed the share partition
+                self.partitions.move_start(candidate.key, share, partition_log.log_start_offset)
                 continue
             data = b"" if read.first_entry_incomplete else bytes(read.records)
             batches = _batches(data)

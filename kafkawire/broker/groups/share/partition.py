@@ -256,15 +256,12 @@ _VALID_TYPES = frozenset(int(t) for t in AcknowledgeType)
 def _ranges(offsets: list[int], counts: dict[int, int], batch_size: int) -> list[AcquiredRange]:
     """Consecutive offsets of one delivery count as ranges of at most ``batch_size``."""
     ranges: list[AcquiredRange] = []
-    first = previous = None
     for offset in offsets:
-        if (first is not None and offset == previous + 1 and counts[offset] == counts[first]
-                and offset - first < batch_size):
-            previous = offset
-            continue
-        if first is not None:
-            ranges.append(AcquiredRange(first, previous, counts[first]))
-        first = previous = offset
-    if first is not None:
-        ranges.append(AcquiredRange(first, previous, counts[first]))
+        if ranges:
+            last = ranges[-1]
+            if (offset == last.last_offset + 1 and counts[offset] == last.delivery_count
+                    and offset - last.first_offset < batch_size):
+                ranges[-1] = AcquiredRange(last.first_offset, offset, last.delivery_count)
+                continue
+        ranges.append(AcquiredRange(offset, offset, counts[offset]))
     return ranges

@@ -83,6 +83,12 @@ class SharePartitions:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return error
 
+    def move_start(self, key: ShareKey, partition: SharePartition, log_start_offset: int) -> None:
+        """Retention or DeleteRecords passed the share partition's start: it starts at the log's."""
+        before = partition.checkpoint()
+        partition.move_start(log_start_offset)
+        self._write(key, partition, before)
+
     def release_member(self, group_id: str, member: str) -> list[ShareKey]:
         """Release what ``member`` holds in the group's partitions; the keys of those that changed."""
         changed = []
