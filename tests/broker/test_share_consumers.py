@@ -156,3 +156,17 @@ def test_records_of_a_member_gone_quiet_go_to_another_when_the_lock_expires(shor
         quiet.close()
         if other is not None:
             other.close()
+
+
+def test_records_a_member_held_when_it_closed_go_to_another_at_once(broker):
+    topic = _topic(broker, 4)
+    leaving = _consumer(broker, "leaving", topic, **{"share.acknowledgement.mode": "explicit"})
+    held = _poll_until(leaving, 4)
+    assert [m.offset() for m in held] == list(range(4))
+    leaving.close()  # without acknowledging: its share session ends, and what it held is released
+    other = _consumer(broker, "leaving", topic)
+    try:
+        again = _poll_until(other, 4, deadline_s=20)  # the module's lock is 30 s: not by expiry
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(i, 2) for i in range(4)]
+    finally:
+        other.close()

@@ -94,9 +94,6 @@ class SharePartition:
                 return offset
         return self.end_offset
 
-    def has_available(self) -> bool:
-        return self.fetch_offset() < self.end_offset
-
     def can_acquire_new(self) -> bool:
         return self.end_offset - self.start_offset < self.max_in_flight
 
