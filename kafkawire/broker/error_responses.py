@@ -243,7 +243,13 @@ def _share_group_describe(request, version, code, message):
         for group_id in request.group_ids])
 
 
-_BUILDERS = {0: _produce, 1: _fetch, 77: _share_group_describe, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+def _describe_share_group_offsets(request, version, code, message):
+    Response = m.DescribeShareGroupOffsetsResponse
+    return Response(groups=[Response.DescribeShareGroupOffsetsResponseGroup(
+        group_id=group.group_id, error_code=code, error_message=message) for group in request.groups])
+
+
+_BUILDERS = {0: _produce, 1: _fetch, 77: _share_group_describe, 90: _describe_share_group_offsets, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
              10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
              24: _add_partitions_to_txn, 27: _write_txn_markers, 28: _txn_offset_commit, 30: _create_acls,
              31: _delete_acls, 32: _describe_configs, 51: _alter_scram, 61: _describe_producers,

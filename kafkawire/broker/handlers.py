@@ -20,6 +20,7 @@ from .apis.produce import ProduceHandler
 from .apis.producer_ids import ProducerIdApi
 from .apis.scram_credentials import ScramCredentialApis
 from .apis.share import ShareApis
+from .apis.share_offsets import ShareOffsetApis
 from .apis.state import BrokerState, RequestContext
 from .apis.telemetry import TelemetryApis
 from .apis.topics import TopicApis
@@ -119,6 +120,7 @@ class Handlers:
             75: admin.describe_topic_partitions,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat, ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
             ApiKey.SHARE_FETCH: self.share.share_fetch, ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShareOffsetApis(self.state, self.share).describe_offsets,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -97,4 +97,6 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.topics)
     if key in (69, 77):  # ConsumerGroupDescribe, ShareGroupDescribe
         return _count(request.group_ids)
+    if key == 90:  # DescribeShareGroupOffsets
+        return _count(request.groups)
     return 1

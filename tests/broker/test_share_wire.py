@@ -1,6 +1,6 @@
 """Share groups over the wire, request by request: share sessions and their errors, MaxRecords and
-BatchSize, forgotten partitions, acknowledgements by the wrong member, and the share groups in
-ListGroups and ShareGroupDescribe."""
+BatchSize, forgotten partitions, acknowledgements by the wrong member, the share groups in
+ListGroups and ShareGroupDescribe, and DescribeShareGroupOffsets' start offsets and lags."""
 from __future__ import annotations
 
 import threading
@@ -154,3 +154,27 @@ def test_a_waiting_fetch_answers_at_max_wait_or_when_a_record_arrives(broker, cl
     assert produce(client, name, 0, builder.build()).error_code == 0
     waiter.join(30)
     assert _acquired(answer["response"]) == [(0, 0, 1)]  # woken by the append, long before MaxWaitMs
+
+
+def test_share_group_offsets_give_the_start_offset_and_the_lag(broker, client):
+    topic_id = _topic(broker, client, 6)
+    name = broker.broker.topics.by_id[topic_id].name
+    assert _acquired(_fetch(client, "lagging", 0, topic_id, group="offsets", max_records=5,
+                            mode=RECORD_LIMIT)) == [(0, 4, 1)]
+    # 0 and 1 accepted, 3 rejected: the start moves to 2, one record past it is done
+    _fetch(client, "lagging", 1, topic_id, acks=[(0, 1, [1]), (3, 3, [3])], group="offsets", max_records=1,
+           mode=RECORD_LIMIT)
+    Request = m.DescribeShareGroupOffsetsRequest
+    asked = Request(groups=[Request.DescribeShareGroupOffsetsRequestGroup(group_id="offsets", topics=[
+        Request.DescribeShareGroupOffsetsRequestTopic(topic_name=name, partitions=[0]),
+        Request.DescribeShareGroupOffsetsRequestTopic(topic_name="no-such-topic", partitions=[0])])])
+    (group,) = client.request(asked, 1).groups
+    described = [(t.topic_name, t.topic_id, [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                                             for p in t.partitions]) for t in group.topics]
+    assert described == [(name, topic_id, [(0, 2, 6 - 2 - 1, 0)]),
+                         ("no-such-topic", uuid.UUID(int=0), [(0, -1, -1, 0)])]
+    every = Request(groups=[Request.DescribeShareGroupOffsetsRequestGroup(group_id="offsets", topics=None),
+                            Request.DescribeShareGroupOffsetsRequestGroup(group_id="no-such-group", topics=None)])
+    known, unknown = client.request(every, 1).groups
+    assert [(t.topic_name, [p.start_offset for p in t.partitions]) for t in known.topics] == [(name, [2])]
+    assert unknown.error_code == ErrorCode.GROUP_ID_NOT_FOUND

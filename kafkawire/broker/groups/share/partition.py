@@ -87,6 +87,10 @@ class SharePartition:
             record = self._records[offset]
             yield offset, record.state, record.delivery_count, record.member
 
+    def delivery_complete_count(self) -> int:
+        """In-flight records acknowledged or archived (Kafka's deliveryCompleteCount, for the lag)."""
+        return sum(1 for r in self._records.values() if r.state in _DONE)
+
     def fetch_offset(self) -> int:
         """Where the next acquisition starts: the first available in-flight record, else the SPEO."""
         for offset in range(self.start_offset, self.end_offset):

@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....error_codes import ErrorCode
-from .partition import AcquiredRange, SharePartition
+from .partition import AcquiredRange, RecordState, SharePartition
 from .store import ShareKey, ShareStateStore
 
 __all__ = ["SharePartitions", "ShareSettings"]
+
+_DONE_STATES = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,22 @@ class SharePartitions:
             partition.move_start(log_start_offset)
             self.partitions[key] = partition
         return partition
+
+    def initialized(self, group_id: str) -> list[ShareKey]:
+        """The group's share partitions that have a state (fetched since, or stored)."""
+        return sorted((key for key in (*self.partitions, *self._stored) if key[0] == group_id),
+                      key=lambda key: (str(key[1]), key[2]))
+
+    def summary(self, key: ShareKey) -> tuple[int, int] | None:
+        """(start offset, records acknowledged or archived in flight) of an initialized share partition."""
+        partition = self.partitions.get(key)
+        if partition is not None:
+            return partition.start_offset, partition.delivery_complete_count()
+        stored = self._stored.get(key)
+        if stored is None:
+            return None
+        start, runs = stored
+        return start, sum(last - first + 1 for first, last, state, _ in runs if state in _DONE_STATES)
 
     def acquire(self, key: ShareKey, partition: SharePartition, member: str, batches: list[tuple[int, int]],
                 max_records: int, batch_size: int, mode: int) -> tuple[int, list[AcquiredRange]]:
