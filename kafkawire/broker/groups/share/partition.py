@@ -18,7 +18,7 @@ own entry.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
@@ -174,21 +174,19 @@ class SharePartition:
 
     def expire(self, now: float) -> bool:
         """Release the records whose lock has expired; whether any was."""
-        expired = [r for r in self._records.values() if r.state is RecordState.ACQUIRED and r.deadline <= now]
-        for record in expired:
-            self._release(record)
-        if expired:
-            self._advance()
-        return bool(expired)
+        return self._release_where(lambda record: record.deadline <= now)
 
     def release_member(self, member: str) -> bool:
         """Release everything ``member`` holds (its share session ended, or it left the group)."""
-        held = [r for r in self._records.values() if r.state is RecordState.ACQUIRED and r.member == member]
-        for record in held:
+        return self._release_where(lambda record: record.member == member)
+
+    def _release_where(self, held: Callable[[_InFlight], bool]) -> bool:
+        released = [r for r in self._records.values() if r.state is RecordState.ACQUIRED and held(r)]
+        for record in released:
             self._release(record)
-        if held:
+        if released:
             self._advance()
-        return bool(held)
+        return bool(released)
 
     def move_start(self, offset: int) -> None:
         """The log no longer has the records below ``offset`` (retention, DeleteRecords): drop them."""
