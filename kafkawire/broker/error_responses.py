@@ -22,7 +22,8 @@ _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroup
               36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
               60: m.DescribeClusterResponse, 47: m.OffsetDeleteResponse,
               71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse,
-              76: m.ShareGroupHeartbeatResponse, 78: m.ShareFetchResponse, 79: m.ShareAcknowledgeResponse}
+              76: m.ShareGroupHeartbeatResponse, 78: m.ShareFetchResponse, 79: m.ShareAcknowledgeResponse,
+              91: m.AlterShareGroupOffsetsResponse, 92: m.DeleteShareGroupOffsetsResponse}
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -32,7 +33,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key in (22, 26):
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (29, 36, 50, 60, 68, 76, 78, 79):
+        if api_key in (29, 36, 50, 60, 68, 76, 78, 79, 91, 92):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)

@@ -97,6 +97,7 @@ class Handlers:
         group_admin, telemetry = GroupAdminApis(self.state), TelemetryApis(self.state, self.client_metrics)
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are
         self.share = ShareApis(self.state, shared.share if shared is not None else None)
+        share_offsets = ShareOffsetApis(self.state, self.share)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
@@ -120,7 +121,9 @@ class Handlers:
             75: admin.describe_topic_partitions,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat, ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
             ApiKey.SHARE_FETCH: self.share.share_fetch, ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShareOffsetApis(self.state, self.share).describe_offsets,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.describe_offsets,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_offsets,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_offsets,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

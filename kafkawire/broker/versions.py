@@ -71,6 +71,8 @@ SERVED_APIS = (
     ApiKey.SHARE_FETCH,
     ApiKey.SHARE_ACKNOWLEDGE,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 )
 
 # The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves

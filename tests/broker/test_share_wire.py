@@ -178,3 +178,35 @@ def test_share_group_offsets_give_the_start_offset_and_the_lag(broker, client):
     known, unknown = client.request(every, 1).groups
     assert [(t.topic_name, [p.start_offset for p in t.partitions]) for t in known.topics] == [(name, [2])]
     assert unknown.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_share_group_offsets_are_altered_and_deleted_in_an_empty_group(broker, client):
+    topic_id = _topic(broker, client, 5)
+    name = broker.broker.topics.by_id[topic_id].name
+    _fetch(client, "r", 0, topic_id, group="resets")
+    _fetch(client, "r", 1, topic_id, acks=[(0, 4, [1])], group="resets")  # all accepted: the start is 5
+    Alter, Delete = m.AlterShareGroupOffsetsRequest, m.DeleteShareGroupOffsetsRequest
+    alter = Alter(group_id="resets", topics=[Alter.AlterShareGroupOffsetsRequestTopic(topic_name=name, partitions=[
+        Alter.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=1),
+        Alter.AlterShareGroupOffsetsRequestPartition(partition_index=9, start_offset=1)])])
+    altered = client.request(alter, 0)
+    assert altered.error_code == 0
+    assert [(p.partition_index, p.error_code) for t in altered.responses for p in t.partitions] == [
+        (0, 0), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    # the partition starts afresh at 1: its records are delivered again, as first deliveries
+    assert _acquired(_fetch(client, "r2", 0, topic_id, group="resets")) == [(1, 4, 1)]
+    delete = Delete(group_id="resets", topics=[Delete.DeleteShareGroupOffsetsRequestTopic(topic_name=name),
+                                               Delete.DeleteShareGroupOffsetsRequestTopic(topic_name="no-such")])
+    deleted = client.request(delete, 0)
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        (name, 0), ("no-such", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    again = client.request(delete, 0)
+    assert [(t.error_code, t.error_message) for t in again.responses][0] == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete.")
+    joined = client.request(m.ShareGroupHeartbeatRequest(group_id="resets", member_id="in", member_epoch=0,
+                                                         subscribed_topic_names=[name]), 1)
+    assert joined.error_code == 0
+    assert client.request(alter, 0).error_code == ErrorCode.NON_EMPTY_GROUP
+    assert client.request(delete, 0).error_code == ErrorCode.NON_EMPTY_GROUP
+    missing = Delete(group_id="never-seen", topics=[Delete.DeleteShareGroupOffsetsRequestTopic(topic_name=name)])
+    assert client.request(missing, 0).error_code == ErrorCode.GROUP_ID_NOT_FOUND

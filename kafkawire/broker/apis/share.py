@@ -81,7 +81,7 @@ class ShareApis:
         self.sessions = ShareSessions(config.group_share_max_share_sessions)
         self.groups = ShareGroups(self._topic_metadata, session_timeout_ms=config.group_share_session_timeout_ms,
                                   heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
-                                  clock=time.monotonic, other_group=self._other_group)
+                                  clock=time.monotonic, other_group=self.is_other_group)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def close(self) -> None:
@@ -94,7 +94,8 @@ class ShareApis:
         return {name: (topic.topic_id, len(topic.partitions)) for name, topic in self.state.topics.topics.items()
                 if topic.partitions}
 
-    def _other_group(self, group_id: str) -> bool:
+    def is_other_group(self, group_id: str) -> bool:
+        """Whether the id is a classic or consumer group's."""
         return self.state.groups.group_state(group_id) != "Dead"
 
     def _member_left(self, group_id: str, member_id: str) -> None:
@@ -154,7 +155,7 @@ class ShareApis:
                 error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
             elif group is None:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
-                message = (f"Group {group_id} is not a share group." if self._other_group(group_id)
+                message = (f"Group {group_id} is not a share group." if self.is_other_group(group_id)
                            else f"Group {group_id} not found.")
             else:
                 described.append(self._described(group, operations))

@@ -180,6 +180,10 @@ class ShareGroups:
                 removed.append((group.group_id, member_id))
         return removed
 
+    def create(self, group_id: str) -> ShareGroup:
+        """An empty share group (AlterShareGroupOffsets on an id not in use makes one)."""
+        return self.groups.setdefault(group_id, ShareGroup(group_id))
+
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members

@@ -51,11 +51,8 @@ class SharePartitions:
         """The share partition, created at the reset offset (or as stored) on first use."""
         partition = self.partitions.get(key)
         if partition is None:
-            s = self.settings
-            start = log_start_offset if s.auto_offset_reset == "earliest" else log_end_offset
-            partition = SharePartition(start, lock_duration_s=s.record_lock_duration_ms / 1000,
-                                       delivery_count_limit=s.delivery_count_limit,
-                                       max_in_flight=s.partition_max_record_locks)
+            earliest = self.settings.auto_offset_reset == "earliest"
+            partition = self._new(log_start_offset if earliest else log_end_offset)
             stored = self._stored.pop(key, None)
             if stored is not None:
                 try:
@@ -65,6 +62,31 @@ class SharePartitions:
             partition.move_start(log_start_offset)
             self.partitions[key] = partition
         return partition
+
+    def reset(self, key: ShareKey, start_offset: int) -> bool:
+        """Start the share partition afresh at ``start_offset`` (AlterShareGroupOffsets); whether written."""
+        partition = self._new(start_offset)
+        try:
+            if self.store is not None:
+                self.store.save(key, partition.snapshot())
+        except OSError as exc:
+            log.error("share partition %s: could not write its new start: %s", key, exc)
+            return False
+        self._stored.pop(key, None)
+        self.partitions[key] = partition
+        return True
+
+    def delete(self, key: ShareKey) -> bool:
+        """Forget the share partition's state (DeleteShareGroupOffsets); whether written."""
+        try:
+            if self.store is not None:
+                self.store.delete(key)
+        except OSError as exc:
+            log.error("share partition %s: could not delete its state: %s", key, exc)
+            return False
+        self._stored.pop(key, None)
+        self.partitions.pop(key, None)
+        return True
 
     def initialized(self, group_id: str) -> list[ShareKey]:
         """The group's share partitions that have a state (fetched since, or stored)."""
@@ -130,6 +152,11 @@ class SharePartitions:
                 if self._write(key, partition, before):
                     changed.append(key)
         return changed
+
+    def _new(self, start_offset: int) -> SharePartition:
+        s = self.settings
+        return SharePartition(start_offset, lock_duration_s=s.record_lock_duration_ms / 1000,
+                              delivery_count_limit=s.delivery_count_limit, max_in_flight=s.partition_max_record_locks)
 
     def _write(self, key: ShareKey, partition: SharePartition, before) -> bool:
         """Write the partition's state; if that fails, go back to ``before`` (the change is refused)."""

@@ -3,7 +3,7 @@ coordinator as ShareSnapshot/ShareUpdate records) kept as a ``Journal`` of JSON 
 consumer groups', one line a change of one share partition::
 
     {"g": "<group>", "t": "<topic id>", "p": <partition>, "s": <SPSO>, "r": [[first, last, state, deliveries], ...]}
-    {"g": "<group>", "delete": true}
+    {"g": "<group>", "t": "<topic id>", "p": <partition>, "delete": true}
 
 A line holds the partition's whole in-flight window (bounded by ``group.share.partition.max.record.locks``),
 acquired records written as available with their delivery counts: after a restart they are offered
@@ -59,23 +59,25 @@ class ShareStateStore:
         self._written[key] = (state[0], [list(run) for run in state[1]])
         self._journal.maybe_compact()
 
-    def delete_group(self, group_id: str) -> None:
-        if not any(key[0] == group_id for key in self._written):
+    def delete(self, key: ShareKey) -> None:
+        """Forget one share partition's state (DeleteShareGroupOffsets); raises OSError."""
+        if key not in self._written:
             return
-        self._journal.append({"g": group_id, "delete": True})
-        self._apply({"g": group_id, "delete": True})
+        line = {"g": key[0], "t": str(key[1]), "p": key[2], "delete": True}
+        self._journal.append(line)
+        self._apply(line)
         self._journal.maybe_compact()
 
     def _apply(self, record: dict) -> None:
         group_id = record["g"]
         if not isinstance(group_id, str):
             raise TypeError("group id is not a string")
+        key = (group_id, uuid.UUID(record["t"]), int(record["p"]))
         if record.get("delete"):
-            for key in [k for k in self._written if k[0] == group_id]:
-                del self._written[key]
+            self._written.pop(key, None)
             return
         runs = [[int(first), int(last), int(state), int(count)] for first, last, state, count in record["r"]]
-        self._written[(group_id, uuid.UUID(record["t"]), int(record["p"]))] = (int(record["s"]), runs)
+        self._written[key] = (int(record["s"]), runs)
 
     def _snapshot_lines(self):
         for (group_id, topic_id, partition), (start, runs) in sorted(self._written.items(), key=lambda i: (
