@@ -69,6 +69,19 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: str = "uniform,range"
+    # KIP-932 share groups (broker.groups.share): group.share.session.timeout.ms,
+    # group.share.heartbeat.interval.ms, group.share.record.lock.duration.ms (how long a consumer holds
+    # the records it acquired), group.share.delivery.count.limit (deliveries before a record is
+    # archived), group.share.partition.max.record.locks (the in-flight window of a share partition),
+    # group.share.max.share.sessions; share.auto.offset.reset is a group config in Kafka, given here
+    # for every share group: where a share partition starts (latest or earliest)
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
+    group_share_max_share_sessions: int = 2000
+    share_auto_offset_reset: str = "latest"
     # Prometheus metrics on this port (kafkawire's; Kafka exposes JMX), None: off; 0: any free port
     metrics_port: int | None = None
     request_log: bool = False  # one INFO line per request on the kafkawire.broker.requests logger
@@ -138,6 +151,8 @@ class BrokerConfig:
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{_KAFKA_NAME.get(name, name)} must be positive, not {getattr(self, name)}")
+        if self.share_auto_offset_reset not in ("latest", "earliest"):
+            raise ValueError(f"share.auto.offset.reset: {self.share_auto_offset_reset!r} is not latest or earliest")
         unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
         if unknown or not self.consumer_assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
@@ -225,6 +240,13 @@ PROPERTIES = {
     "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
     "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "group.consumer.assignors": "group_consumer_assignors",
+    "group.share.session.timeout.ms": "group_share_session_timeout_ms",
+    "group.share.heartbeat.interval.ms": "group_share_heartbeat_interval_ms",
+    "group.share.record.lock.duration.ms": "group_share_record_lock_duration_ms",
+    "group.share.delivery.count.limit": "group_share_delivery_count_limit",
+    "group.share.partition.max.record.locks": "group_share_partition_max_record_locks",
+    "group.share.max.share.sessions": "group_share_max_share_sessions",
+    "share.auto.offset.reset": "share_auto_offset_reset",
     "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms", "listeners": "listeners",
     "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "listener_security_protocol_map",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
@@ -285,6 +307,9 @@ _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_facto
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
              "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms",
+             "group_share_session_timeout_ms", "group_share_heartbeat_interval_ms",
+             "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
+             "group_share_partition_max_record_locks", "group_share_max_share_sessions",
              "log_cleaner_dedupe_buffer_size", "log_cleaner_io_buffer_size", "log_cleaner_io_buffer_load_factor",
              "log_cleaner_backoff_ms", "log_cleaner_io_max_bytes_per_second")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}

@@ -21,7 +21,9 @@ _TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroup
               68: m.ConsumerGroupHeartbeatResponse,
               36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
               60: m.DescribeClusterResponse, 47: m.OffsetDeleteResponse,
-              71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse}
+              71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse,
+              76: m.ShareGroupHeartbeatResponse, 78: m.ShareFetchResponse, 79: m.ShareAcknowledgeResponse,
+              91: m.AlterShareGroupOffsetsResponse, 92: m.DeleteShareGroupOffsetsResponse}
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -31,7 +33,7 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
         response = top(error_code=code)
         if api_key in (22, 26):
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (29, 36, 50, 60, 68):
+        if api_key in (29, 36, 50, 60, 68, 76, 78, 79, 91, 92):
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)
@@ -235,7 +237,20 @@ def _consumer_group_describe(request, version, code, message):
         assignor_name="", members=[]) for group_id in request.group_ids])
 
 
-_BUILDERS = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+def _share_group_describe(request, version, code, message):
+    Response = m.ShareGroupDescribeResponse
+    return Response(groups=[Response.DescribedGroup(
+        error_code=code, error_message=message, group_id=group_id, group_state="", members=[])
+        for group_id in request.group_ids])
+
+
+def _describe_share_group_offsets(request, version, code, message):
+    Response = m.DescribeShareGroupOffsetsResponse
+    return Response(groups=[Response.DescribeShareGroupOffsetsResponseGroup(
+        group_id=group.group_id, error_code=code, error_message=message) for group in request.groups])
+
+
+_BUILDERS = {0: _produce, 1: _fetch, 77: _share_group_describe, 90: _describe_share_group_offsets, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
              10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
              24: _add_partitions_to_txn, 27: _write_txn_markers, 28: _txn_offset_commit, 30: _create_acls,
              31: _delete_acls, 32: _describe_configs, 51: _alter_scram, 61: _describe_producers,

@@ -19,12 +19,15 @@ from .apis.partitions_admin import PartitionAdminApis
 from .apis.produce import ProduceHandler
 from .apis.producer_ids import ProducerIdApi
 from .apis.scram_credentials import ScramCredentialApis
+from .apis.share import ShareApis
+from .apis.share_offsets import ShareOffsetApis
 from .apis.state import BrokerState, RequestContext
 from .apis.telemetry import TelemetryApis
 from .apis.topics import TopicApis
 from .apis.transactions import TransactionApis
 from .coordinator_keys import coordinator_keys
 from ..error_codes import ErrorCode
+from ..messages import ApiKey
 from .client_metrics import ClientMetrics
 from .config import BrokerConfig
 from .error_responses import error_response
@@ -49,6 +52,7 @@ class Handlers:
     purgatory: FetchPurgatory
     producer_ids: ProducerIdBlock
     transactions: TransactionCoordinator
+    share: ShareApis
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
@@ -91,6 +95,9 @@ class Handlers:
         self.client_metrics.load()
         configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
         group_admin, telemetry = GroupAdminApis(self.state), TelemetryApis(self.state, self.client_metrics)
+        # share groups: state shared with the other nodes of an in-process cluster, as transactions are
+        self.share = ShareApis(self.state, shared.share if shared is not None else None)
+        share_offsets = ShareOffsetApis(self.state, self.share)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
@@ -112,6 +119,11 @@ class Handlers:
             43: admin.elect_leaders, 44: configs.incremental_alter_configs, 47: group_admin.offset_delete,
             71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
             75: admin.describe_topic_partitions,
+            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat, ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
+            ApiKey.SHARE_FETCH: self.share.share_fetch, ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.describe_offsets,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_offsets,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_offsets,
         }
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -132,6 +144,8 @@ class Handlers:
 
     async def _list_groups(self, request: Any, version: int, context: RequestContext) -> Any:
         response = await self.groups.list_groups(request, version)
+        if response.error_code == ErrorCode.NONE:
+            response.groups = [*response.groups, *self.share.listed(request, version)]
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             response.groups = [g for g in response.groups  # only the groups it may describe
                                if self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
@@ -139,6 +153,7 @@ class Handlers:
 
     def close(self) -> None:
         self.producer.close()
+        self.share.close()
         if self._owns_transactions:
             self.transactions.close()
 

@@ -12,6 +12,7 @@ oldest versions are those Kafka 4.0 kept after KIP-896), with two rules:
 from __future__ import annotations
 
 from .. import messages
+from ..messages import ApiKey
 
 __all__ = ["SERVED_APIS", "TRANSACTION_V2_VERSIONS", "with_transaction_version", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
 
@@ -65,6 +66,13 @@ SERVED_APIS = (
     71,  # GetTelemetrySubscriptions
     72,  # PushTelemetry
     75,  # DescribeTopicPartitions
+    ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_DESCRIBE,
+    ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 )
 
 # The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves

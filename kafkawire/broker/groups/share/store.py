@@ -1,0 +1,85 @@
+"""The durable state of share partitions, Kafka's ``__share_group_state`` (written by its share
+coordinator as ShareSnapshot/ShareUpdate records) kept as a ``Journal`` of JSON lines beside the
+consumer groups', one line a change of one share partition::
+
+    {"g": "<group>", "t": "<topic id>", "p": <partition>, "s": <SPSO>, "r": [[first, last, state, deliveries], ...]}
+    {"g": "<group>", "t": "<topic id>", "p": <partition>, "delete": true}
+
+A line holds the partition's whole in-flight window (bounded by ``group.share.partition.max.record.locks``),
+acquired records written as available with their delivery counts: after a restart they are offered
+again. Lines are written before the request that made the change is answered; compaction keeps the
+last line of each partition.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+
+from ...journal import Journal
+
+__all__ = ["ShareStateStore", "SHARE_GROUPS_FILE_NAME", "ShareKey", "StoredState"]
+
+log = logging.getLogger(__name__)
+
+SHARE_GROUPS_FILE_NAME = "share-groups.jsonl"
+
+ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+StoredState = tuple[int, list[list[int]]]  # (SPSO, runs)
+
+
+class ShareStateStore:
+    def __init__(self, data_dir: Path, *, fsync: bool = False, compact_min_bytes: int = 16 << 20):
+        self.path = Path(data_dir) / SHARE_GROUPS_FILE_NAME
+        self._written: dict[ShareKey, StoredState] = {}
+        self._journal = Journal(self.path, self._snapshot_lines, fsync=fsync, compact_min_bytes=compact_min_bytes)
+
+    def load(self) -> dict[ShareKey, StoredState]:
+        """Replay the file (a torn last line dropped), compact it and open it for appending."""
+        self.close()
+        self._written.clear()
+        for record in self._journal.read():
+            try:
+                self._apply(record)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("%s: skipping an unreadable line (%s)", self.path, exc)
+        self._journal.open()
+        return dict(self._written)
+
+    def close(self) -> None:
+        self._journal.close()
+
+    def save(self, key: ShareKey, state: StoredState) -> None:
+        """Write the partition's state if it changed (raises OSError)."""
+        if self._written.get(key) == state:
+            return
+        group_id, topic_id, partition = key
+        line = {"g": group_id, "t": str(topic_id), "p": partition, "s": state[0], "r": state[1]}
+        self._journal.append(line)
+        self._written[key] = (state[0], [list(run) for run in state[1]])
+        self._journal.maybe_compact()
+
+    def delete(self, key: ShareKey) -> None:
+        """Forget one share partition's state (DeleteShareGroupOffsets); raises OSError."""
+        if key not in self._written:
+            return
+        line = {"g": key[0], "t": str(key[1]), "p": key[2], "delete": True}
+        self._journal.append(line)
+        self._apply(line)
+        self._journal.maybe_compact()
+
+    def _apply(self, record: dict) -> None:
+        group_id = record["g"]
+        if not isinstance(group_id, str):
+            raise TypeError("group id is not a string")
+        key = (group_id, uuid.UUID(record["t"]), int(record["p"]))
+        if record.get("delete"):
+            self._written.pop(key, None)
+            return
+        runs = [[int(first), int(last), int(state), int(count)] for first, last, state, count in record["r"]]
+        self._written[key] = (int(record["s"]), runs)
+
+    def _snapshot_lines(self):
+        for (group_id, topic_id, partition), (start, runs) in sorted(self._written.items(), key=lambda i: (
+                i[0][0], str(i[0][1]), i[0][2])):
+            yield {"g": group_id, "t": str(topic_id), "p": partition, "s": start, "r": runs}
