@@ -7,11 +7,11 @@ import asyncio
 
 from kafkawire import messages as m
 from kafkawire.broker.apis.state import RequestContext
-from kafkawire.broker.config import BrokerConfig
-from kafkawire.broker.fetch_encoder import EncodedFetchResponse
-from kafkawire.broker.fetch_sessions import FetchSessionCache, SessionPartition
+from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.fetch.encoder import EncodedFetchResponse
+from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups import GroupCoordinator
-from kafkawire.broker.handlers import Handlers
+from kafkawire.broker.dispatch.handlers import Handlers
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.framing import read_response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
+from ..dispatch.error_responses import error_response
 from ..security.acls import Operation, ResourceType
 from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext

@@ -1,15 +1,15 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``topic_configs``),
-the broker's loggers (``broker_loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``config.topic_configs``),
+the broker's loggers (``config.loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
 reports them; changes checked, saved and applied to the running logs; ``validate_only`` checks and
 changes nothing."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..broker_loggers import LoggerError, alter_logger_levels, logger_levels
+from ..config.loggers import LoggerError, alter_logger_levels, logger_levels
 from ..client_metrics import ClientMetrics, SubscriptionError
 from ..security.acls import Operation, ResourceType
-from ..topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
+from ..config.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
 

@@ -1,5 +1,5 @@
-"""Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch``), parking short of MinBytes,
-and the response written by ``broker.fetch_encoder``."""
+"""Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch.reads``), parking short of MinBytes,
+and the response written by ``broker.fetch.encoder``."""
 from __future__ import annotations
 
 import uuid
@@ -7,10 +7,10 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
-from ..fetch import DelayedFetch, PartitionRead, read_partitions
-from ..fetch_encoder import encode_fetch_response
-from ..fetch_sessions import SessionPartition
+from ..dispatch.error_responses import error_response
+from ..fetch.reads import DelayedFetch, PartitionRead, read_partitions
+from ..fetch.encoder import encode_fetch_response
+from ..fetch.sessions import SessionPartition
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 

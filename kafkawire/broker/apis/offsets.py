@@ -7,7 +7,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
+from ..dispatch.error_responses import error_response
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 

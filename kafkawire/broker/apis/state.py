@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import BrokerConfig
-from ..fetch import FetchPurgatory
-from ..fetch_sessions import FetchSessionCache
+from ..config.broker_config import BrokerConfig
+from ..fetch.reads import FetchPurgatory
+from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
-from ..listeners import Listener
+from ..network.listeners import Listener
 from ..node_view import NodeView
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore

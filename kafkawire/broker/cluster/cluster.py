@@ -16,7 +16,7 @@ from typing import Any
 
 from ...error_codes import ErrorCode
 from ... import messages as m
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
 from ..server import Broker
 from ..topics import TopicError
 from .controller import Controller

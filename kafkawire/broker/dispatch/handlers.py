@@ -6,36 +6,36 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .apis.acls import AclApis
-from .apis.cluster import ClusterApis
-from .apis.consumer_groups import ConsumerGroupApis
-from .apis.configs import ConfigApis
-from .apis.fetch import FetchApi
-from .apis.group_admin import GroupAdminApis
-from .apis.list_offsets import ListOffsetsApi
-from .apis.metadata import MetadataApi
-from .apis.offsets import OffsetApis
-from .apis.partitions_admin import PartitionAdminApis
-from .apis.produce import ProduceHandler
-from .apis.producer_ids import ProducerIdApi
-from .apis.scram_credentials import ScramCredentialApis
-from .apis.state import BrokerState, RequestContext
-from .apis.telemetry import TelemetryApis
-from .apis.topics import TopicApis
-from .apis.transactions import TransactionApis
+from ..apis.acls import AclApis
+from ..apis.cluster import ClusterApis
+from ..apis.consumer_groups import ConsumerGroupApis
+from ..apis.configs import ConfigApis
+from ..apis.fetch import FetchApi
+from ..apis.group_admin import GroupAdminApis
+from ..apis.list_offsets import ListOffsetsApi
+from ..apis.metadata import MetadataApi
+from ..apis.offsets import OffsetApis
+from ..apis.partitions_admin import PartitionAdminApis
+from ..apis.produce import ProduceHandler
+from ..apis.producer_ids import ProducerIdApi
+from ..apis.scram_credentials import ScramCredentialApis
+from ..apis.state import BrokerState, RequestContext
+from ..apis.telemetry import TelemetryApis
+from ..apis.topics import TopicApis
+from ..apis.transactions import TransactionApis
 from .coordinator_keys import coordinator_keys
-from ..error_codes import ErrorCode
-from .client_metrics import ClientMetrics
-from .config import BrokerConfig
+from ...error_codes import ErrorCode
+from ..client_metrics import ClientMetrics
+from ..config.broker_config import BrokerConfig
 from .error_responses import error_response
-from .fetch import FetchPurgatory
-from .fetch_sessions import FetchSessionCache
-from .groups import GroupCoordinator
-from .node_view import NodeView, SingleNode
-from .security.acls import Authorizer, Operation, ResourceType
-from .security.scram_store import ScramStore
-from .topics import TopicManager
-from .transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
+from ..fetch.reads import FetchPurgatory
+from ..fetch.sessions import FetchSessionCache
+from ..groups import GroupCoordinator
+from ..node_view import NodeView, SingleNode
+from ..security.acls import Authorizer, Operation, ResourceType
+from ..security.scram_store import ScramStore
+from ..topics import TopicManager
+from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
 from .versions import served_versions, with_transaction_version
 
 __all__ = ["Handlers"]

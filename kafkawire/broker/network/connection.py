@@ -18,28 +18,28 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .. import messages as m
-from ..error_codes import ErrorCode
-from ..errors import DecodeError
-from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
-from ..sasl.redact import redact_token
-from .apis.controller_listener import CONTROLLER_APIS
-from .apis.produce import CLOSE_CONNECTION
-from .apis.state import RequestContext
-from .error_responses import error_response
+from ... import messages as m
+from ...error_codes import ErrorCode
+from ...errors import DecodeError
+from ...framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
+from ...sasl.redact import redact_token
+from ..apis.controller_listener import CONTROLLER_APIS
+from ..apis.produce import CLOSE_CONNECTION
+from ..apis.state import RequestContext
+from ..dispatch.error_responses import error_response
 from .faults import DROP
-from .fetch_encoder import EncodedFetchResponse
+from ..fetch.encoder import EncodedFetchResponse
 from .listeners import Listener
-from .metrics import log_request, top_level_error
-from .security.authenticator import SASL_AUTHENTICATE, SASL_HANDSHAKE, Authenticator
-from .security.listener_security import ListenerSecurity
-from .security.tls import subject_dn
+from ..metrics import log_request, top_level_error
+from ..security.authenticator import SASL_AUTHENTICATE, SASL_HANDSHAKE, Authenticator
+from ..security.listener_security import ListenerSecurity
+from ..security.tls import subject_dn
 from .sending import send_parts
-from .storage import FileRecords
+from ..storage import FileRecords
 
 if TYPE_CHECKING:
-    from ..codec.base import Bytes
-    from .server import Broker
+    from ...codec.base import Bytes
+    from ..server import Broker
 
 __all__ = ["Connection"]
 
@@ -217,7 +217,7 @@ class Connection:
             log_request(api_key, version, context.client_id, self.host, seconds, error)
 
     def _injected(self, api_key: int, request: Any, version: int, code: int) -> Any:
-        """The answer to a request failed on command (``broker.faults``): the API's error response."""
+        """The answer to a request failed on command (``network.faults``): the API's error response."""
         response = error_response(api_key, request, version, code)
         if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
             return False  # no error response (or acks=0): Kafka closes the connection

@@ -8,8 +8,8 @@ request it cannot answer).
 """
 from __future__ import annotations
 
-from .. import messages as m
-from ..codec.primitives import ZERO_UUID
+from ... import messages as m
+from ...codec.primitives import ZERO_UUID
 
 __all__ = ["error_response"]
 

@@ -18,9 +18,9 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ..error_codes import ErrorCode
-from .fetch_sessions import SessionPartition
-from .storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ...error_codes import ErrorCode
+from .sessions import SessionPartition
+from ..storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
 
 __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
 

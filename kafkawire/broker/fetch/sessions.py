@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..error_codes import ErrorCode
+from ...error_codes import ErrorCode
 
 __all__ = ["FetchSessionCache", "SessionPartition", "FetchContext", "INITIAL_EPOCH", "FINAL_EPOCH"]
 

@@ -11,7 +11,7 @@ oldest versions are those Kafka 4.0 kept after KIP-896), with two rules:
 """
 from __future__ import annotations
 
-from .. import messages
+from ... import messages
 
 __all__ = ["SERVED_APIS", "TRANSACTION_V2_VERSIONS", "with_transaction_version", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
 

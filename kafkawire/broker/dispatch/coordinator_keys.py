@@ -2,7 +2,7 @@
 (Kafka sends each to the coordinator FindCoordinator named, and answers NOT_COORDINATOR elsewhere)."""
 from __future__ import annotations
 
-from .node_view import GROUP, TRANSACTION
+from ..node_view import GROUP, TRANSACTION
 
 __all__ = ["coordinator_keys"]
 

@@ -19,9 +19,9 @@ import uuid
 from struct import Struct
 from typing import NamedTuple
 
-from ..codec.primitives import uvarint
-from .fetch import PartitionRead
-from .versions import SUPPORTED_VERSIONS
+from ...codec.primitives import uvarint
+from .reads import PartitionRead
+from ..dispatch.versions import SUPPORTED_VERSIONS
 
 __all__ = ["EncodedFetchResponse", "encode_fetch_response"]
 
