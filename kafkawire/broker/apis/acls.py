@@ -45,7 +45,9 @@ class AclApis:
                                _enum(Operation, c.operation, Operation.UNKNOWN),
                                _enum(Permission, c.permission_type, Permission.UNKNOWN))
                     for c in request.creations]
-        problems = self.state.authorizer.create(bindings)
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        problems = authorizer.create(bindings)
         return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(
             error_code=ErrorCode.INVALID_REQUEST if problem else 0, error_message=problem) for problem in problems])
 
@@ -53,7 +55,9 @@ class AclApis:
         code, message = self._refusal(context, Operation.DESCRIBE)
         if code:
             return m.DescribeAclsResponse(error_code=code, error_message=message, resources=[])
-        found = self.state.authorizer.describe(_filter(request))
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        found = authorizer.describe(_filter(request))
         resources: dict[tuple, list] = {}
         for acl in found:
             resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
@@ -70,7 +74,9 @@ class AclApis:
         if code:
             return m.DeleteAclsResponse(filter_results=[Result(error_code=code, error_message=message,
                                                                matching_acls=[]) for _ in request.filters])
-        removed = self.state.authorizer.delete([_filter(f) for f in request.filters])
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        removed = authorizer.delete([_filter(f) for f in request.filters])
         return m.DeleteAclsResponse(filter_results=[Result(error_code=0, matching_acls=[
             m.DeleteAclsResponse.DeleteAclsMatchingAcl(
                 error_code=0, resource_type=acl.resource_type, resource_name=acl.resource_name,

@@ -69,8 +69,8 @@ class FetchApi:
                     readable[name] = self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name)
                 if not readable[name]:
                     read.log, read.denied = None, True
-            if read.log is not None and not view.leads_everything:
-                self._check_leader(read, epochs.get(partition.key, -1), version)
+            if name is not None and read.log is not None and not view.leads_everything:
+                self._check_leader(read, name, epochs.get(partition.key, -1), version)
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
         use_remote_max_bytes = version >= _KIP_1178
@@ -90,14 +90,14 @@ class FetchApi:
             self._count(reads, max_bytes, read_committed)
         return self._fetch_response(session, reads, version, read_committed, context.listener, context.advertised)
 
-    def _check_leader(self, read: PartitionRead, current_leader_epoch: int, version: int) -> None:
+    def _check_leader(self, read: PartitionRead, topic: str, current_leader_epoch: int, version: int) -> None:
         """A partition this node does not lead (or asked at another leader epoch) is not read: it answers
         the node view's error, with the current leader from v12 (KIP-951's leader discovery)."""
-        code = self.state.view.leader_error(read.topic, read.partition, current_leader_epoch)
+        code = self.state.view.leader_error(topic, read.partition, current_leader_epoch)
         if code:
-            read.log, read.refused = None, code
+            read.log, read.refused = None, ErrorCode(code)
             if version >= 12 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                info = self.state.view.partition(read.topic, read.partition)
+                info = self.state.view.partition(topic, read.partition)
                 read.current_leader = (info.leader, info.leader_epoch)
 
     def _count(self, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:

@@ -109,15 +109,17 @@ class OffsetApis:
                 context, Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
         if not denied:
             return
-        if version >= 8:
-            Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
-                                m.OffsetFetchResponse.OffsetFetchResponsePartitions)
+        Response = m.OffsetFetchResponse
+        if version >= 8:  # the topics of a group's answer
+            holder.topics = list(holder.topics) + [Response.OffsetFetchResponseTopics(
+                name=t.name, partitions=[Response.OffsetFetchResponsePartitions(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
+                    for p in t.partition_indexes]) for t in denied]
         else:
-            Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopic,
-                                m.OffsetFetchResponse.OffsetFetchResponsePartition)
-        holder.topics = list(holder.topics) + [Topic(name=t.name, partitions=[Partition(
-            partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
-            for p in t.partition_indexes]) for t in denied]
+            holder.topics = list(holder.topics) + [Response.OffsetFetchResponseTopic(
+                name=t.name, partitions=[Response.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
+                    for p in t.partition_indexes]) for t in denied]
 
     def _topics_by_id(self, topics) -> tuple[list, list]:
         """The request topics whose id this broker knows, each given its name (for the group coordinator,

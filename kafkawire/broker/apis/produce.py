@@ -22,6 +22,7 @@ from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSE
 from ..security.acls import Operation, ResourceType
 from .state import RequestContext
 from ..storage import DecompressionBudget, LogAppendError, PartitionLog
+from ..storage.validation import ValidatedBatch
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
 
@@ -43,7 +44,7 @@ class _Item:
         self.partition = partition
         self.records = records
         self.log = log
-        self.batch = None
+        self.batch: ValidatedBatch | None = None  # set once validated
         self.error: LogAppendError | None = None
         self.denied = False  # no WRITE on the topic for this principal
         self.refused = 0  # not the leader here, or too few in-sync replicas (the node view's error)
@@ -133,8 +134,9 @@ class ProduceHandler:
         """Before a transaction's first write to a partition, the coordinator confirms the partition is
         in the transaction, or (Produce v12+, transaction version 2) adds it. Raises LogAppendError with
         the error Kafka's ``ReplicaManager`` gives the producer."""
-        batch = item.batch
-        if item.log.has_ongoing_transaction(batch.producer_id, batch.producer_epoch):
+        batch, log = item.batch, item.log
+        assert batch is not None and log is not None  # called for a validated batch only
+        if log.has_ongoing_transaction(batch.producer_id, batch.producer_epoch):
             return
         add = version >= 12
         if not add and not self.verify_transactions:
@@ -165,6 +167,7 @@ class ProduceHandler:
         compressed batches sharing one budget of decompressed bytes."""
         budget = DecompressionBudget(self.max_decompressed_bytes)
         for item in items:
+            assert item.log is not None  # the items to check have a log
             try:
                 item.batch = item.log.validate(item.records, now, budget)
             except LogAppendError as failure:
@@ -195,13 +198,15 @@ class ProduceHandler:
             elif item.error is not None:
                 _set_error(response, item.error, item.log)
             else:
+                batch = item.batch
+                assert batch is not None  # validated without an error
                 try:
                     verified = False
-                    if self.transactions is not None and item.batch.attributes & TRANSACTIONAL_FLAG \
-                            and item.batch.producer_id >= 0:
+                    if self.transactions is not None and batch.attributes & TRANSACTIONAL_FLAG \
+                            and batch.producer_id >= 0:
                         self._verify_transaction(request, version, item)
                         verified = True
-                    result = item.log.append_batch(item.batch, now_ms=now, transaction_verified=verified)
+                    result = item.log.append_batch(batch, now_ms=now, transaction_verified=verified)
                 except LogAppendError as failure:
                     _set_error(response, failure, item.log)
                 else:
@@ -211,8 +216,8 @@ class ProduceHandler:
                     if not result.duplicate:
                         self.notify(item.topic, item.partition)
                         if self.metrics is not None:
-                            self.metrics.bytes_in.labels(item.topic).inc(item.batch.size)
-                            self.metrics.messages_in.labels(item.topic).inc(item.batch.count)
+                            self.metrics.bytes_in.labels(item.topic).inc(batch.size)
+                            self.metrics.messages_in.labels(item.topic).inc(batch.count)
             failed = failed or response.error_code != 0
             key = (item.topic, item.topic_id)
             partitions = by_topic.get(key)

@@ -37,7 +37,7 @@ class TransactionApis:
             return Response(results_by_topic_v3_and_below=_topic_results(results))
         if not self.state.allowed(context, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, _CLUSTER):
             return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
-        results = []
+        by_transaction = []
         for txn in request.transactions:  # from other brokers: verify_only, or adding on a client's behalf
             partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
             if txn.verify_only:
@@ -47,9 +47,9 @@ class TransactionApis:
                 error = self.coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                                         partitions)
                 errors = dict.fromkeys(partitions, error)
-            results.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                             topic_results=_topic_results(errors)))
-        return Response(error_code=0, results_by_transaction=results)
+            by_transaction.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                                    topic_results=_topic_results(errors)))
+        return Response(error_code=0, results_by_transaction=by_transaction)
 
     def _add_for_client(self, transactional_id: str, producer_id: int, producer_epoch: int, topics,
                         context: RequestContext) -> dict[tuple[str, int], int]:
@@ -69,6 +69,7 @@ class TransactionApis:
 
     # ---- AddOffsetsToTxn ------------------------------------------------------------------------
     async def add_offsets_to_txn(self, request, version: int, context: RequestContext):
+        error: int
         if not self._may_write_txn(context, request.transactional_id):
             error = _TXN_DENIED
         elif not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
@@ -130,6 +131,7 @@ class TransactionApis:
         results = []
         for marker in request.markers:
             partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+            errors: dict[tuple[str, int], int]
             if not allowed:
                 errors = dict.fromkeys(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             else:

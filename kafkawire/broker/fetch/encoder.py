@@ -16,6 +16,7 @@ or those the read found (read_committed).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from struct import Struct
 from typing import NamedTuple
 
@@ -51,7 +52,7 @@ class _Layout(NamedTuple):
     session_fields: bool  # v7+: error_code and session_id at the top
     log_start_offset: bool  # v5+
     middle: bytes  # aborted transactions (null or empty) and, v11+, preferred_read_replica -1
-    length: object  # writes an array's or the records' length: int32, compact (+1 varint) from v12
+    length: Callable[[int], bytes]  # writes an array's or the records' length: int32, compact (+1 varint) from v12
     replica: bytes  # v11+: preferred_read_replica -1 (what follows a non-empty aborted list)
 
     @property

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ...error_codes import ErrorCode
 from .sessions import SessionPartition
-from ..storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage import FileRecords, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage.transaction_index import AbortedTxn
 
 __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
 
@@ -47,8 +48,8 @@ class PartitionRead:
     log_start_offset: int = -1
     remote: bool = False  # read from the remote tier
     denied: bool = False  # the principal may not READ the topic (TOPIC_AUTHORIZATION_FAILED)
-    fetch_metadata: object = None  # where the read started in the log, for parked fetches
-    aborted: list = None  # read_committed: the aborted transactions overlapping the records (AbortedTxn)
+    fetch_metadata: LogOffsetMetadata | None = None  # where the read started in the log, for parked fetches
+    aborted: list[AbortedTxn] | None = None  # read_committed: the aborted transactions overlapping the records (AbortedTxn)
     refused: ErrorCode = ErrorCode.NONE  # the node does not lead it (or the leader epoch is wrong): not read
     current_leader: tuple[int, int] | None = None  # (leader id, epoch) told with NOT_LEADER_OR_FOLLOWER
 
@@ -76,6 +77,7 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.error = ErrorCode.INVALID_REQUEST  # a negative size: Kafka's log read refuses it too
             continue
         adjusted = min(request.partition_max_bytes, limit)
+        records: bytes | FileRecords
         try:
             # the watermarks the read returns are snapshots taken before it, as Partition.readRecords takes them
             result = log.read(request.fetch_offset, adjusted, min_one_message,
@@ -101,11 +103,11 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.fetch_metadata = result.fetch_offset_metadata
             records = result.records
             if result.first_entry_incomplete and not hard_max_bytes_limit:
-                if type(records) is FileRecords:
+                if isinstance(records, FileRecords):
                     records.close()
                 records = b""
-            if read_committed and records:
-                start = result.fetch_offset_metadata
+            start = result.fetch_offset_metadata  # a local read's: never None
+            if read_committed and records and start is not None:
                 read.aborted = log.aborted_transactions(request.fetch_offset, start.relative_position, len(records),
                                                         start.segment_base_offset)
         read.records = records
@@ -192,7 +194,7 @@ class FetchPurgatory:
     """Parked fetches, watched by partition."""
 
     def __init__(self):
-        self._watchers: dict[tuple[str, int], set[DelayedFetch]] = {}
+        self._watchers: dict[tuple[str | None, int], set[DelayedFetch]] = {}
 
     def __len__(self) -> int:
         return len({id(d) for watchers in self._watchers.values() for d in watchers})
