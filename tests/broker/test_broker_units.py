@@ -130,6 +130,14 @@ def test_handlers_answer_without_a_server(tmp_path):
     _with_handlers(tmp_path, body, num_partitions=2)
 
 
+def test_every_served_api_has_a_handler_registered_by_its_api_key(tmp_path):
+    async def body(handlers):
+        assert all(type(key) is m.ApiKey for key in handlers.table)
+        by_connection = {m.ApiKey.SASL_HANDSHAKE, m.ApiKey.SASL_AUTHENTICATE}  # the connection answers these
+        assert set(handlers.table) | by_connection == set(handlers.versions)
+    _with_handlers(tmp_path, body)
+
+
 def test_a_parked_fetch_is_woken_by_a_produce(tmp_path):
     async def body(handlers):
         await _call(handlers, m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
+from ..node_view import GROUP, TRANSACTION
 from ..security.acls import Operation, ResourceType
 from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext
@@ -76,9 +78,9 @@ class ClusterApis:
         return bits
 
     async def find_coordinator(self, request, version: int, context: RequestContext):
-        kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
-        if request.key_type not in (0, 1):  # share groups (2) are not served
-            return error_response(10, request, version, ErrorCode.INVALID_REQUEST,
+        kind = ResourceType.GROUP if request.key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+        if request.key_type not in (GROUP, TRANSACTION):  # share groups (2) are not served
+            return error_response(ApiKey.FIND_COORDINATOR, request, version, ErrorCode.INVALID_REQUEST,
                                   f"Unknown coordinator type {request.key_type}")
         view = self.state.view
         addresses = {node.node_id: node for node in view.brokers(context.listener.name, context.advertised)}

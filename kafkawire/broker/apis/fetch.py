@@ -7,6 +7,7 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..fetch.reads import DelayedFetch, PartitionRead, read_partitions
 from ..fetch.encoder import encode_fetch_response
@@ -32,7 +33,7 @@ class FetchApi:
 
     async def fetch(self, request, version: int, context: RequestContext):
         if version >= 3 and request.max_bytes < 0:
-            return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
+            return error_response(ApiKey.FETCH, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
         min_bytes = min(request.min_bytes, max_bytes)
         use_ids = version >= 13

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
@@ -28,7 +29,7 @@ class OffsetApis:
     async def offset_commit(self, request, version: int, context: RequestContext):
         allowed = self.state.allowed
         if not allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
-            return error_response(8, request, version, _GROUP_DENIED)
+            return error_response(ApiKey.OFFSET_COMMIT, request, version, _GROUP_DENIED)
         Topic, Partition = (m.OffsetCommitResponse.OffsetCommitResponseTopic,
                             m.OffsetCommitResponse.OffsetCommitResponsePartition)
         extra = []  # answered here: unknown ids, topics the principal may not read
@@ -54,7 +55,7 @@ class OffsetApis:
         allowed = self.state.allowed
         if version < 8:
             if not allowed(context, Operation.DESCRIBE, ResourceType.GROUP, request.group_id):
-                return error_response(9, request, version, _GROUP_DENIED)
+                return error_response(ApiKey.OFFSET_FETCH, request, version, _GROUP_DENIED)
             denied = self._deny_topics(request, context)
             response = await self.groups.offsets.offset_fetch(request, version)
             self._answer_denied(response, denied, version, context)

@@ -21,12 +21,12 @@ from struct import Struct
 from typing import NamedTuple
 
 from ...codec.primitives import uvarint
+from ...messages import ApiKey
 from .reads import PartitionRead
 from ..dispatch.versions import SUPPORTED_VERSIONS
 
 __all__ = ["EncodedFetchResponse", "encode_fetch_response"]
 
-_FETCH = 1
 _INT16 = Struct(">h").pack
 _INT32 = Struct(">i").pack
 _TOP_V4 = Struct(">i")  # throttle_time_ms
@@ -72,7 +72,7 @@ def _layout(version: int, read_committed: bool) -> _Layout:
 
 
 _LAYOUTS = {(version, committed): _layout(version, committed)
-            for version in range(SUPPORTED_VERSIONS[_FETCH][0], SUPPORTED_VERSIONS[_FETCH][1] + 1)
+            for version in range(SUPPORTED_VERSIONS[ApiKey.FETCH][0], SUPPORTED_VERSIONS[ApiKey.FETCH][1] + 1)
             for committed in (False, True)}
 
 
@@ -83,7 +83,7 @@ class EncodedFetchResponse:
     message wherever a body is framed the generic way (``framing.encode_response_parts``)."""
 
     __slots__ = ("version", "parts", "size")
-    API_KEY = _FETCH
+    API_KEY = ApiKey.FETCH
     NAME = "FetchResponse"
 
     def __init__(self, version: int, parts: list, size: int):
