@@ -35,7 +35,8 @@ class AclApis:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return ErrorCode.NONE, None
 
-    async def create_acls(self, request, version: int, context: RequestContext):
+    async def create_acls(self, request: m.CreateAclsRequest, version: int,
+                          context: RequestContext) -> m.CreateAclsResponse:
         code, message = self._refusal(context, Operation.ALTER)
         if code:
             return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(
@@ -51,7 +52,8 @@ class AclApis:
         return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(
             error_code=ErrorCode.INVALID_REQUEST if problem else 0, error_message=problem) for problem in problems])
 
-    async def describe_acls(self, request, version: int, context: RequestContext):
+    async def describe_acls(self, request: m.DescribeAclsRequest, version: int,
+                            context: RequestContext) -> m.DescribeAclsResponse:
         code, message = self._refusal(context, Operation.DESCRIBE)
         if code:
             return m.DescribeAclsResponse(error_code=code, error_message=message, resources=[])
@@ -68,7 +70,8 @@ class AclApis:
                                                         acls=acls)
             for (kind, name, pattern), acls in resources.items()])
 
-    async def delete_acls(self, request, version: int, context: RequestContext):
+    async def delete_acls(self, request: m.DeleteAclsRequest, version: int,
+                          context: RequestContext) -> m.DeleteAclsResponse:
         code, message = self._refusal(context, Operation.ALTER)
         Result = m.DeleteAclsResponse.DeleteAclsFilterResult
         if code:

@@ -27,7 +27,8 @@ class ClusterApis:
         self.state = state
         self.config = state.config
 
-    async def api_versions(self, request, version: int, context: RequestContext):
+    async def api_versions(self, request: m.ApiVersionsRequest, version: int,
+                           context: RequestContext) -> m.ApiVersionsResponse:
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
                 for key, (low, high) in sorted(self.state.versions.items())
                 if key in CONTROLLER_APIS or not context.listener.controller]
@@ -41,7 +42,8 @@ class ClusterApis:
                 name="transaction.version", max_version_level=level, min_version_level=level)]
         return response
 
-    async def describe_cluster(self, request, version: int, context: RequestContext):
+    async def describe_cluster(self, request: m.DescribeClusterRequest, version: int,
+                               context: RequestContext) -> m.DescribeClusterResponse:
         if context.listener.controller:
             return describe_controllers(self.state, request, version, context)
         # Kafka answers every principal: no ACL is needed to describe the cluster, only the cluster's
@@ -77,7 +79,8 @@ class ClusterApis:
                 bits |= 1 << operation
         return bits
 
-    async def find_coordinator(self, request, version: int, context: RequestContext):
+    async def find_coordinator(self, request: m.FindCoordinatorRequest, version: int,
+                               context: RequestContext) -> m.FindCoordinatorResponse:
         kind = ResourceType.GROUP if request.key_type == GROUP else ResourceType.TRANSACTIONAL_ID
         if request.key_type not in (GROUP, TRANSACTION):  # share groups (2) are not served
             return error_response(ApiKey.FIND_COORDINATOR, request, version, ErrorCode.INVALID_REQUEST,

@@ -18,7 +18,8 @@ class ConsumerGroupApis:
         self.state = state
         self.coordinator = state.groups.consumer
 
-    async def heartbeat(self, request, version: int, context: RequestContext):
+    async def heartbeat(self, request: m.ConsumerGroupHeartbeatRequest, version: int,
+                        context: RequestContext) -> m.ConsumerGroupHeartbeatResponse:
         Response = m.ConsumerGroupHeartbeatResponse
         if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
             return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0)
@@ -34,7 +35,8 @@ class ConsumerGroupApis:
                         member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                         assignment=assignment)
 
-    async def describe(self, request, version: int, context: RequestContext):
+    async def describe(self, request: m.ConsumerGroupDescribeRequest, version: int,
+                       context: RequestContext) -> m.ConsumerGroupDescribeResponse:
         Response = m.ConsumerGroupDescribeResponse
         groups = []
         for group_id in request.group_ids:

@@ -10,8 +10,10 @@ from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..fetch.reads import DelayedFetch, PartitionRead, read_partitions
-from ..fetch.encoder import encode_fetch_response
-from ..fetch.sessions import SessionPartition
+from ..fetch.encoder import EncodedFetchResponse, encode_fetch_response
+from ..fetch.sessions import FetchContext, SessionPartition
+from ..metrics import BrokerMetrics
+from ..network.listeners import Listener
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
@@ -22,7 +24,7 @@ _KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-11
 
 
 class FetchApi:
-    def __init__(self, state: BrokerState, metrics=None):
+    def __init__(self, state: BrokerState, metrics: BrokerMetrics | None = None):
         self.state = state
         self.metrics = metrics  # BrokerMetrics, or None
         self.config = state.config
@@ -31,7 +33,8 @@ class FetchApi:
         self.sessions = state.sessions
         self._topic_name = state.topic_name
 
-    async def fetch(self, request, version: int, context: RequestContext):
+    async def fetch(self, request: m.FetchRequest, version: int,
+                    context: RequestContext) -> m.FetchResponse | EncodedFetchResponse:
         if version >= 3 and request.max_bytes < 0:
             return error_response(ApiKey.FETCH, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
@@ -51,9 +54,9 @@ class FetchApi:
                     epochs[key] = p.current_leader_epoch
         forgotten = []
         if version >= 7:
-            for topic in request.forgotten_topics_data:
-                name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
-                forgotten += [(name if name is not None else topic.topic_id, p) for p in topic.partitions]
+            for gone in request.forgotten_topics_data:
+                name = gone.topic if not use_ids else self._topic_name(gone.topic_id)
+                forgotten += [(name if name is not None else gone.topic_id, p) for p in gone.partitions]
         epoch = request.session_epoch if version >= 7 else -1
         session = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
         if session.error:
@@ -88,7 +91,7 @@ class FetchApi:
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                   remote_wait_s=remote_wait_s, read_committed=read_committed)
         if self.metrics is not None:
-            self._count(reads, max_bytes, read_committed)
+            self._count(self.metrics, reads, max_bytes, read_committed)
         return self._fetch_response(session, reads, version, read_committed, context.listener, context.advertised)
 
     def _check_leader(self, read: PartitionRead, topic: str, current_leader_epoch: int, version: int) -> None:
@@ -101,10 +104,9 @@ class FetchApi:
                 info = self.state.view.partition(topic, read.partition)
                 read.current_leader = (info.leader, info.leader_epoch)
 
-    def _count(self, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
+    def _count(self, metrics: BrokerMetrics, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
         """Bytes out per topic, and the partitions a limit stopped short of the data they have (KIP-74:
         PartitionMaxBytes when the partition's own limit was the smaller, else the request's MaxBytes)."""
-        metrics = self.metrics
         left = max_bytes
         for read in reads:
             size = len(read.records)
@@ -122,8 +124,9 @@ class FetchApi:
                 metrics.fetch_cut.labels("partition_max_bytes" if cut_by_partition else "max_bytes").inc()
             left = max(0, left - size)
 
-    def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool,
-                        listener=None, listener_address=None):
+    def _fetch_response(self, context: FetchContext, reads: list[PartitionRead], version: int,
+                        read_committed: bool, listener: Listener,
+                        listener_address: tuple[str, int]) -> EncodedFetchResponse:
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []

@@ -17,7 +17,8 @@ class ListOffsetsApi:
         self.state = state
         self.topics = state.topics
 
-    async def list_offsets(self, request, version: int, context: RequestContext):
+    async def list_offsets(self, request: m.ListOffsetsRequest, version: int,
+                           context: RequestContext) -> m.ListOffsetsResponse:
         topics = []
         for topic in request.topics:
             partitions = []

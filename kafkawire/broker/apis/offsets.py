@@ -26,7 +26,8 @@ class OffsetApis:
         self._topic_name = state.topic_name
 
     # ---- OffsetCommit -----------------------------------------------------------------------------
-    async def offset_commit(self, request, version: int, context: RequestContext):
+    async def offset_commit(self, request: m.OffsetCommitRequest, version: int,
+                            context: RequestContext) -> m.OffsetCommitResponse:
         allowed = self.state.allowed
         if not allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
             return error_response(ApiKey.OFFSET_COMMIT, request, version, _GROUP_DENIED)
@@ -51,7 +52,8 @@ class OffsetApis:
         return response
 
     # ---- OffsetFetch ------------------------------------------------------------------------------
-    async def offset_fetch(self, request, version: int, context: RequestContext):
+    async def offset_fetch(self, request: m.OffsetFetchRequest, version: int,
+                           context: RequestContext) -> m.OffsetFetchResponse:
         allowed = self.state.allowed
         if version < 8:
             if not allowed(context, Operation.DESCRIBE, ResourceType.GROUP, request.group_id):
@@ -75,21 +77,21 @@ class OffsetApis:
         response = await self.groups.offsets.offset_fetch(request, version)
         Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
                             m.OffsetFetchResponse.OffsetFetchResponsePartitions)
-        for group, unknown, denied in zip(response.groups, unknown_by_group, denied_by_group):
-            if group.group_id in refused:
-                group.error_code, group.topics = _GROUP_DENIED, []
+        for answered, unknown, denied in zip(response.groups, unknown_by_group, denied_by_group):
+            if answered.group_id in refused:
+                answered.error_code, answered.topics = _GROUP_DENIED, []
                 continue
             if version >= 10:  # every topic (a null request list) is answered only for topics that still exist
                 topics = []
-                for topic in group.topics:
+                for topic in answered.topics:
                     existing = self.topics.get(topic.name)
                     if existing is not None:
                         topic.topic_id = existing.topic_id
                         topics.append(topic)
-                group.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
+                answered.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
                     partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]) for t in unknown]
-            self._answer_denied(group, denied, version, context)
+            self._answer_denied(answered, denied, version, context)
         return response
 
     def _deny_topics(self, holder, context: RequestContext) -> list:

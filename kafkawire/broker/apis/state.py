@@ -1,6 +1,7 @@
 """What the request handlers share: the broker's settings, topics, groups and fetch machinery."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from ..config.broker_config import BrokerConfig
@@ -54,6 +55,6 @@ class BrokerState:
         return authorizer is None or authorizer.authorize(context.principal, context.client_host, operation,
                                                           resource_type, name)
 
-    def topic_name(self, topic_id) -> str | None:
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id.get(topic_id)
         return topic.name if topic is not None else None
