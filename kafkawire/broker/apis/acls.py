@@ -87,7 +87,7 @@ class AclApis:
                 permission_type=acl.permission) for acl in acls]) for acls in removed])
 
 
-def _filter(request) -> AclFilter:
+def _filter(request: m.DescribeAclsRequest | m.DeleteAclsRequest.DeleteAclsFilter) -> AclFilter:
     """Kafka's AclBindingFilter from a DescribeAcls request or a DeleteAcls filter."""
     return AclFilter(_enum(ResourceType, request.resource_type_filter, ResourceType.UNKNOWN),
                      request.resource_name_filter,

@@ -3,6 +3,9 @@ Kafka's authorization: READ on the group to heartbeat (and DESCRIBE on the topic
 DESCRIBE on the group to describe it. Assignments travel by topic id."""
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.consumer_state import Assignment, ConsumerGroup
@@ -58,7 +61,8 @@ class ConsumerGroupApis:
                                                   authorized_operations=operations))
         return Response(groups=groups)
 
-    def _described(self, group: ConsumerGroup, version: int, operations: int):
+    def _described(self, group: ConsumerGroup, version: int,
+                   operations: int) -> m.ConsumerGroupDescribeResponse.DescribedGroup:
         Response = m.ConsumerGroupDescribeResponse
         members = [Response.Member(
             member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
@@ -72,13 +76,13 @@ class ConsumerGroupApis:
                                        assignor_name=group.assignor or self.coordinator.assignors[0],
                                        members=members, authorized_operations=operations)
 
-    def _assignment(self, assignment: Assignment):
+    def _assignment(self, assignment: Assignment) -> m.ConsumerGroupDescribeResponse.Assignment:
         Response = m.ConsumerGroupDescribeResponse
         return Response.Assignment(topic_partitions=[
             Response.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
             for topic_id, name, partitions in self._by_id(assignment)])
 
-    def _by_id(self, assignment: Assignment):
+    def _by_id(self, assignment: Assignment) -> Iterator[tuple[uuid.UUID, str, list[int]]]:
         """(topic id, name, sorted partitions) for the topics of ``assignment`` that still exist."""
         for name, partitions in sorted(assignment.items()):
             topic = self.state.topics.get(name)

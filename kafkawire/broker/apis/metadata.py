@@ -6,6 +6,7 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ..node_view import PartitionInfo
 from ..topics import Topic, TopicError
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
@@ -98,7 +99,7 @@ class MetadataApi:
         return outcomes
 
 
-def _partition(index: int, info):
+def _partition(index: int, info: PartitionInfo) -> m.MetadataResponse.MetadataResponsePartition:
     """A partition as the node view describes it: LEADER_NOT_AVAILABLE while no replica is live."""
     return m.MetadataResponse.MetadataResponsePartition(
         error_code=ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0 else 0, partition_index=index,

@@ -153,7 +153,7 @@ class PartitionAdminApis:
                 break
         return m.DescribeTopicPartitionsResponse(topics=results, next_cursor=next_cursor)
 
-    def _partition(self, index: int):
+    def _partition(self, index: int) -> m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition:
         node = self.config.node_id
         return m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
             error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
