@@ -181,7 +181,7 @@ def _broker_config(args, command: str, defaults: dict[str, str] | None = None):
     import logging
 
     from .broker import BrokerConfig
-    from .broker.properties import read_properties
+    from .broker.config.properties import read_properties
 
     for option, folder in (("--data-dir", args.data_dir), ("--remote-dir", args.remote_dir)):
         problem = _folder_problem(folder) if folder else None
@@ -361,7 +361,7 @@ def _start_problem(error: Exception, config) -> str:
 
 
 def _apis(args) -> int:
-    from .broker.versions import SUPPORTED_VERSIONS
+    from .broker.dispatch.versions import SUPPORTED_VERSIONS
     from .messages import apis
     rows = apis(include_removed=True)  # Kafka 4's removed APIs too, with no versions
     if args.json:

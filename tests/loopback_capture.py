@@ -26,7 +26,7 @@ def wait_until(condition, what: str, timeout: float = 30) -> None:
 @contextmanager
 def served_ports():
     """The client ports of the connections the broker served while inside (a list that fills as each ends)."""
-    from kafkawire.broker.connection import Connection
+    from kafkawire.broker.network.connection import Connection
     ports: list[int] = []
     run = Connection.run
 

@@ -10,7 +10,7 @@ import trustme
 
 from broker_harness import RawClient
 from kafkawire import messages as m
-from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.sasl.plain import plain_message
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "eve": "eve-secret"}

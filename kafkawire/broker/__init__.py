@@ -1,17 +1,21 @@
 """A Kafka-compatible reference broker: ``Broker`` (asyncio, in-process or ``kafkawire broker``).
 
-- ``server`` (connections, framing, the request limits of ``connection_limits`` and
-  ``request_memory``), ``handlers`` (API key -> handler) over ``apis/`` (one module per family of APIs)
-  and ``error_responses`` (what a failing handler answers);
-- ``fetch`` (KIP-74's read loop, parked fetches, the remote tier), ``fetch_sessions`` (KIP-227) and
-  ``fetch_encoder`` (the Fetch response as sendfile pieces), ``sending`` (writing them);
-- ``topics`` (topics and their logs), ``storage/`` (partition logs on disk);
-- ``groups/`` (the group coordinator: classic groups, Kafka 4's consumer groups, committed offsets);
-- ``config`` and ``properties`` (settings by Kafka's names), ``versions`` (what is served),
-  ``security/`` (ACLs, TLS, JAAS), ``tap`` (the broker's traffic as pcapng) and ``background`` (a
-  broker on a thread, for blocking callers);
+- ``server`` (``Broker``: its listeners, the shared state, the background work) and ``background``
+  (``BrokerThread``: a broker on a thread, for blocking callers);
+- ``network/`` (listeners, connections and their framing, the limits of ``connection_limits`` and
+  ``request_memory``, ``sending`` with sendfile, injected ``faults``, the ``tap`` writing pcapng);
+- ``dispatch/`` (``handlers``: API key -> handler, ``versions`` served, ``error_responses``,
+  ``coordinator_keys``) over ``apis/`` (one module per family of APIs);
+- ``fetch/`` (``reads``: KIP-74's read loop, parked fetches, the remote tier; ``sessions``: KIP-227;
+  ``encoder``: the Fetch response as sendfile pieces);
+- ``topics`` (topics and their logs), ``storage/`` (partition logs on disk), ``persistence/`` (the
+  broker's other state files: atomic files and journals);
+- ``groups/`` (the group coordinator: classic groups, Kafka 4's consumer groups, committed offsets),
+  ``transactions/`` (the transaction coordinator), ``client_metrics`` (KIP-714);
+- ``config/`` (settings by Kafka's names, ``.properties`` files, topic configs, loggers),
+  ``security/`` (ACLs, TLS, SASL, JAAS), ``metrics`` (Prometheus, the request log);
 - ``cluster/`` (``Cluster``: several brokers in one process, leader moves and faults on command), over
-  ``node_view`` (what a node leads and coordinates), ``coordinator_keys`` and ``faults``.
+  ``node_view`` (what a node leads and coordinates).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ __all__ = ["Broker", "BrokerConfig", "BrokerThread", "Cluster", "ClusterThread"]
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .background import BrokerThread as BrokerThread
     from .cluster import Cluster as Cluster, ClusterThread as ClusterThread
-    from .config import BrokerConfig as BrokerConfig
+    from .config.broker_config import BrokerConfig as BrokerConfig
     from .server import Broker as Broker
 else:
     def __getattr__(name: str) -> type:
@@ -31,7 +35,7 @@ else:
             from .server import Broker
             return Broker
         if name == "BrokerConfig":
-            from .config import BrokerConfig
+            from .config.broker_config import BrokerConfig
             return BrokerConfig
         if name == "BrokerThread":
             from .background import BrokerThread

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .config import BrokerConfig
+from .config.broker_config import BrokerConfig
 from .server import Broker
 
 _T = TypeVar("_T")

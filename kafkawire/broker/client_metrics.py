@@ -22,7 +22,7 @@ from crc32c import crc32c
 
 from ..error_codes import ErrorCode
 from ..records.compression import decompress
-from .atomic_file import write_json_atomically
+from .persistence.atomic_file import write_json_atomically
 
 __all__ = ["ClientMetrics", "ClientInstance", "ACCEPTED_COMPRESSION_TYPES", "SubscriptionError"]
 

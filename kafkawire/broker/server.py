@@ -1,9 +1,9 @@
-"""The broker: its listeners (``listeners``), each an asyncio server whose connections
-(``connection.Connection``) read requests and write responses, the shared state they serve from
+"""The broker: its listeners (``network.listeners``), each an asyncio server whose connections
+(``network.connection.Connection``) read requests and write responses, the shared state they serve from
 (topics, groups, handlers), and the background work (retention, closing idle connections).
 
 Kafka's limits guard the connections: ``max.connections`` and ``max.connections.per.ip``
-(``connection_limits``), ``queued.max.request.bytes`` (``request_memory``), ``socket.request.max.bytes``
+(``network.connection_limits``), ``queued.max.request.bytes`` (``network.request_memory``), ``socket.request.max.bytes``
 and ``connections.max.idle.ms``.
 """
 from __future__ import annotations
@@ -15,16 +15,16 @@ import socket
 import time
 from typing import Any, cast
 
-from .config import BrokerConfig
-from .connection import Connection
-from .connection_limits import ConnectionLimits, descriptor_budget
-from .faults import Faults
+from .config.broker_config import BrokerConfig
+from .network.connection import Connection
+from .network.connection_limits import ConnectionLimits, descriptor_budget
+from .network.faults import Faults
 from .groups import GroupCoordinator
-from .handlers import Handlers
-from .listeners import Listener
+from .dispatch.handlers import Handlers
+from .network.listeners import Listener
 from .metrics import BrokerMetrics
 from .node_view import NodeView, SingleNode
-from .request_memory import RequestMemory
+from .network.request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
@@ -33,7 +33,7 @@ from .storage.cleaner import LogCleaner
 from .storage.cleaner_manager import LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
-from .tap import WireTap
+from .network.tap import WireTap
 from .topics import TopicManager
 
 __all__ = ["Broker"]

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..error_codes import ErrorCode
-from .atomic_file import write_json_atomically
-from .config import MAX_RECORDS_PER_USER_OP, BrokerConfig
+from .persistence.atomic_file import write_json_atomically
+from .config.broker_config import MAX_RECORDS_PER_USER_OP, BrokerConfig
 from .storage import LogConfig, PartitionLog, RemoteStore
 from .storage.descriptors import DescriptorCache
-from .topic_configs import ConfigError, TopicConfigs
+from .config.topic_configs import ConfigError, TopicConfigs
 
 __all__ = ["Topic", "TopicManager", "TopicError"]
 

@@ -76,7 +76,7 @@ def test_the_stored_security_state_is_readable_by_its_owner_only(tmp_path, monke
     # checked on the temporary file as it is renamed into place, and a crash's 0644 leftover is not reused
     import os
     import stat
-    from kafkawire.broker import atomic_file
+    from kafkawire.broker.persistence import atomic_file
     from kafkawire.broker.security.scram_store import ScramStore, parse_add_scram
     renamed = {}
     real_replace = os.replace

@@ -14,6 +14,7 @@ from broker_harness import BrokerThread, RawClient
 from broker_wire import batch_of, create_topic, produce
 from kafkawire import messages as m
 from kafkawire.codec.primitives import ZERO_UUID
+from kafkawire.error_codes import ErrorCode
 from kafkawire.records.compression import compress
 
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
@@ -91,6 +92,21 @@ def test_create_topics_answers_every_config_with_its_source(client):
     assert sources["retention.ms"] == ("60000", TOPIC_CONFIG)
     assert sources["segment.bytes"] == (str(SEGMENT_BYTES), STATIC_BROKER)
     assert sources["cleanup.policy"] == ("delete", DEFAULT)
+
+
+def test_create_topics_refuses_a_null_config_value(client):
+    # Kafka's controller answers INVALID_CONFIG naming the null configs; the topic is not created
+    Config = m.CreateTopicsRequest.CreatableTopicConfig
+    request = m.CreateTopicsRequest(timeout_ms=5000, topics=[m.CreateTopicsRequest.CreatableTopic(
+        name="w-null-config", num_partitions=1, replication_factor=1,
+        configs=[Config(name="retention.ms", value=None), Config(name="segment.ms", value="60000"),
+                 Config(name="cleanup.policy", value=None)])])
+    (refused,) = client.request(request, 7).topics
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms,cleanup.policy")
+    metadata = client.request(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(
+        name="w-null-config")], allow_auto_topic_creation=False), 12)
+    assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_broker_configs_and_their_errors(client):

@@ -82,7 +82,7 @@ def test_bad_cleaner_properties_stop_the_broker_with_the_key_named(tmp_path, ove
 
 def test_the_cleaner_obeys_the_broker_defaults(tmp_path):
     from kafkawire.broker.background import BrokerThread
-    from kafkawire.broker.config import BrokerConfig
+    from kafkawire.broker.config.broker_config import BrokerConfig
     config = BrokerConfig.from_properties({"log.cleaner.min.cleanable.ratio": "0.05",
                                            "log.cleaner.delete.retention.ms": "0",
                                            "log.cleaner.io.max.bytes.per.second": "1000000"},

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from compaction_helpers import Writer, clean_fully, compacted_log, read_committed, segment_batches
 
-from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.server import Broker
 from kafkawire.broker.storage import LogAppendError, LogConfig, cleaner_files
 from kafkawire.broker.storage import cleaner as cleaner_module

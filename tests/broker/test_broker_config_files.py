@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.properties import parse_properties
+from kafkawire.broker.config.properties import parse_properties
 from kafkawire.broker.security.jaas import parse_jaas, plain_users
 
 

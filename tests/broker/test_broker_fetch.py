@@ -272,7 +272,7 @@ def test_every_served_api_and_version_answers_a_minimal_request(broker):
     """Each API the broker advertises, at each version, answers a default-valued request with a
     response that encodes at that version (a response field the version lacks would close the
     connection instead)."""
-    from kafkawire.broker.versions import SUPPORTED_VERSIONS
+    from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
     with RawClient(broker.port) as client:
         for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()):
             request_class = m.api(key).request_class

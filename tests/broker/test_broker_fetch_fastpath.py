@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
-from kafkawire.broker.fetch import PartitionRead
-from kafkawire.broker.fetch_encoder import encode_fetch_response
+from kafkawire.broker.fetch.reads import PartitionRead
+from kafkawire.broker.fetch.encoder import encode_fetch_response
 from kafkawire.broker.storage import FileRecords, LogConfig, PartitionLog
 from kafkawire.broker.storage.segment import LogSegment, iter_batch_headers
-from kafkawire.broker.versions import SUPPORTED_VERSIONS
+from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.framing import encode_response
 from kafkawire.records import RecordBatchBuilder
@@ -261,7 +261,7 @@ def test_a_later_partition_whose_first_batch_does_not_fit_is_empty_and_keeps_its
 
 
 def test_compact_lengths_at_the_varint_steps():
-    from kafkawire.broker.fetch_encoder import _compact_length
+    from kafkawire.broker.fetch.encoder import _compact_length
     from kafkawire.codec.primitives import uvarint
     for n in [0, 1, 126, 127, 128, 0x3FFE, 0x3FFF, 0x4000, 0x1FFFFE, 0x1FFFFF, 0x200000, 50 << 20, 0x7FFFFFFE]:
         assert _compact_length(n) == uvarint(n + 1), n

@@ -16,7 +16,7 @@ import pytest
 
 from broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
-from kafkawire.broker.versions import SERVED_APIS, SUPPORTED_VERSIONS, UPSTREAM_VERSIONS
+from kafkawire.broker.dispatch.versions import SERVED_APIS, SUPPORTED_VERSIONS, UPSTREAM_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatchBuilder, iter_records

@@ -12,7 +12,7 @@ import pytest
 
 from broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
-from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.storage import PartitionLog
 from kafkawire.broker.storage.descriptors import DescriptorCache
 from kafkawire.records import RecordBatchBuilder, iter_records

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker import Broker
-from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.error_codes import ErrorCode
 from kafkawire.sasl.oauthbearer import client_initial_response, unsecured_token
 

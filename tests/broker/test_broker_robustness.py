@@ -175,7 +175,7 @@ def _real_header(key: int, version: int) -> bytes:
 
 def test_random_garbage_bodies_after_valid_api_headers(broker):
     """Every served API and version with a random body: an error response or a close, never a hang."""
-    from kafkawire.broker.versions import SUPPORTED_VERSIONS
+    from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
     rng = random.Random(7)
     for key, (low, high) in sorted(SUPPORTED_VERSIONS.items()):
         for version in range(low, high + 1):

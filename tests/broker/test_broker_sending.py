@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from kafkawire.broker.sending import send_parts
+from kafkawire.broker.network.sending import send_parts
 from kafkawire.broker.storage import FileRecords
 
 

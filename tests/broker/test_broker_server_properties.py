@@ -15,9 +15,9 @@ import trustme
 
 from kafkawire import messages as m
 from kafkawire.broker import Broker
-from kafkawire.broker.config import BrokerConfig
-from kafkawire.broker.kafka_properties import known_kafka_property
-from kafkawire.broker.properties import parse_properties, read_properties
+from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.config.kafka_properties import known_kafka_property
+from kafkawire.broker.config.properties import parse_properties, read_properties
 from kafkawire.error_codes import ErrorCode
 
 from broker_harness import BrokerThread, RawClient

@@ -23,8 +23,8 @@ import pytest
 
 from broker_harness import BrokerThread
 from kafkawire import messages as m
-from kafkawire.broker.tap import WireTap
-from kafkawire.broker.connection import Connection
+from kafkawire.broker.network.tap import WireTap
+from kafkawire.broker.network.connection import Connection
 from kafkawire.broker.storage import FileRecords
 from kafkawire.framing import Correlator, FrameBuffer, decode_request, decode_response, peek_request
 from kafkawire.pcap.writer import (DEFAULT_MSS, TcpConversationWriter, enhanced_packet_block, file_header,

@@ -7,11 +7,11 @@ import asyncio
 
 from kafkawire import messages as m
 from kafkawire.broker.apis.state import RequestContext
-from kafkawire.broker.config import BrokerConfig
-from kafkawire.broker.fetch_encoder import EncodedFetchResponse
-from kafkawire.broker.fetch_sessions import FetchSessionCache, SessionPartition
+from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.fetch.encoder import EncodedFetchResponse
+from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups import GroupCoordinator
-from kafkawire.broker.handlers import Handlers
+from kafkawire.broker.dispatch.handlers import Handlers
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.framing import read_response
@@ -128,6 +128,14 @@ def test_handlers_answer_without_a_server(tmp_path):
         coordinator = await _call(handlers, m.FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4)
         assert coordinator.coordinators[0].node_id == 0
     _with_handlers(tmp_path, body, num_partitions=2)
+
+
+def test_every_served_api_has_a_handler_registered_by_its_api_key(tmp_path):
+    async def body(handlers):
+        assert all(type(key) is m.ApiKey for key in handlers.table)
+        by_connection = {m.ApiKey.SASL_HANDSHAKE, m.ApiKey.SASL_AUTHENTICATE}  # the connection answers these
+        assert set(handlers.table) | by_connection == set(handlers.versions)
+    _with_handlers(tmp_path, body)
 
 
 def test_a_parked_fetch_is_woken_by_a_produce(tmp_path):

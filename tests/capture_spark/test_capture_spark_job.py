@@ -44,7 +44,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from kafkawire.broker.connection import Connection  # noqa: E402
+from kafkawire.broker.network.connection import Connection  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from loopback_capture import TCPDUMP, served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from paths import REPO  # noqa: E402

@@ -36,7 +36,7 @@ from capture_in_process import decode_in_process  # noqa: E402
 from loopback_capture import start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
-from kafkawire.broker.connection import Connection  # noqa: E402
+from kafkawire.broker.network.connection import Connection  # noqa: E402
 from kafkawire.broker.security.authenticator import Authenticator  # noqa: E402
 from kafkawire.capture import report  # noqa: E402
 from kafkawire.capture.table_sets import table_names  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 from broker_harness import BrokerThread, RawClient
 from capture_tables import random_tables
 from kafkawire import __version__
-from kafkawire.broker.versions import SUPPORTED_VERSIONS
+from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.capture import report
 from kafkawire.capture.table_schemas import body_schema
 from kafkawire.capture.table_sets import TableSetError, check_out

@@ -25,7 +25,7 @@ from kafkawire.client.admin import (
     ResourceType, ScramCredentialInfo, ScramMechanism, TopicPartition, UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafkawire.broker.versions import SERVED_APIS
+from kafkawire.broker.dispatch.versions import SERVED_APIS
 from kafkawire.error_codes import ErrorCode
 from security_harness import PLAIN_USERS, make_certificates, secured_config
 

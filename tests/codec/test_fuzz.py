@@ -15,7 +15,7 @@ import pytest
 from broken_broker import BrokenBroker
 from broker_harness import BrokerThread
 from kafkawire import messages
-from kafkawire.broker.versions import SUPPORTED_VERSIONS
+from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.testing.fuzz import Fuzzer, read_only
 from kafkawire.testing.mutations import MUTATORS, mutate
 from kafkawire.testing.values import MessageValues, record_batches

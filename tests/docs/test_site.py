@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.broker.versions import SERVED_APIS
+from kafkawire.broker.dispatch.versions import SERVED_APIS
 from kafkawire.messages import api
 
 from paths import REPO

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from kafkawire.broker.fetch import PartitionRead, read_partitions
-from kafkawire.broker.fetch_sessions import SessionPartition
+from kafkawire.broker.fetch.reads import PartitionRead, read_partitions
+from kafkawire.broker.fetch.sessions import SessionPartition
 from kafkawire.broker.storage import FileRecords, LogAppendError, RemoteStore
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatch, iter_batches

@@ -35,7 +35,8 @@ class AclApis:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return ErrorCode.NONE, None
 
-    async def create_acls(self, request, version: int, context: RequestContext):
+    async def create_acls(self, request: m.CreateAclsRequest, version: int,
+                          context: RequestContext) -> m.CreateAclsResponse:
         code, message = self._refusal(context, Operation.ALTER)
         if code:
             return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(
@@ -45,15 +46,20 @@ class AclApis:
                                _enum(Operation, c.operation, Operation.UNKNOWN),
                                _enum(Permission, c.permission_type, Permission.UNKNOWN))
                     for c in request.creations]
-        problems = self.state.authorizer.create(bindings)
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        problems = authorizer.create(bindings)
         return m.CreateAclsResponse(results=[m.CreateAclsResponse.AclCreationResult(
             error_code=ErrorCode.INVALID_REQUEST if problem else 0, error_message=problem) for problem in problems])
 
-    async def describe_acls(self, request, version: int, context: RequestContext):
+    async def describe_acls(self, request: m.DescribeAclsRequest, version: int,
+                            context: RequestContext) -> m.DescribeAclsResponse:
         code, message = self._refusal(context, Operation.DESCRIBE)
         if code:
             return m.DescribeAclsResponse(error_code=code, error_message=message, resources=[])
-        found = self.state.authorizer.describe(_filter(request))
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        found = authorizer.describe(_filter(request))
         resources: dict[tuple, list] = {}
         for acl in found:
             resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
@@ -64,13 +70,16 @@ class AclApis:
                                                         acls=acls)
             for (kind, name, pattern), acls in resources.items()])
 
-    async def delete_acls(self, request, version: int, context: RequestContext):
+    async def delete_acls(self, request: m.DeleteAclsRequest, version: int,
+                          context: RequestContext) -> m.DeleteAclsResponse:
         code, message = self._refusal(context, Operation.ALTER)
         Result = m.DeleteAclsResponse.DeleteAclsFilterResult
         if code:
             return m.DeleteAclsResponse(filter_results=[Result(error_code=code, error_message=message,
                                                                matching_acls=[]) for _ in request.filters])
-        removed = self.state.authorizer.delete([_filter(f) for f in request.filters])
+        authorizer = self.state.authorizer
+        assert authorizer is not None  # _refusal answers SECURITY_DISABLED without one
+        removed = authorizer.delete([_filter(f) for f in request.filters])
         return m.DeleteAclsResponse(filter_results=[Result(error_code=0, matching_acls=[
             m.DeleteAclsResponse.DeleteAclsMatchingAcl(
                 error_code=0, resource_type=acl.resource_type, resource_name=acl.resource_name,
@@ -78,7 +87,7 @@ class AclApis:
                 permission_type=acl.permission) for acl in acls]) for acls in removed])
 
 
-def _filter(request) -> AclFilter:
+def _filter(request: m.DescribeAclsRequest | m.DeleteAclsRequest.DeleteAclsFilter) -> AclFilter:
     """Kafka's AclBindingFilter from a DescribeAcls request or a DeleteAcls filter."""
     return AclFilter(_enum(ResourceType, request.resource_type_filter, ResourceType.UNKNOWN),
                      request.resource_name_filter,

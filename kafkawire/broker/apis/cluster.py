@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
+from ...messages import ApiKey
+from ..dispatch.error_responses import error_response
+from ..node_view import GROUP, TRANSACTION
 from ..security.acls import Operation, ResourceType
 from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext
@@ -25,7 +27,8 @@ class ClusterApis:
         self.state = state
         self.config = state.config
 
-    async def api_versions(self, request, version: int, context: RequestContext):
+    async def api_versions(self, request: m.ApiVersionsRequest, version: int,
+                           context: RequestContext) -> m.ApiVersionsResponse:
         keys = [m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
                 for key, (low, high) in sorted(self.state.versions.items())
                 if key in CONTROLLER_APIS or not context.listener.controller]
@@ -39,7 +42,8 @@ class ClusterApis:
                 name="transaction.version", max_version_level=level, min_version_level=level)]
         return response
 
-    async def describe_cluster(self, request, version: int, context: RequestContext):
+    async def describe_cluster(self, request: m.DescribeClusterRequest, version: int,
+                               context: RequestContext) -> m.DescribeClusterResponse:
         if context.listener.controller:
             return describe_controllers(self.state, request, version, context)
         # Kafka answers every principal: no ACL is needed to describe the cluster, only the cluster's
@@ -75,10 +79,11 @@ class ClusterApis:
                 bits |= 1 << operation
         return bits
 
-    async def find_coordinator(self, request, version: int, context: RequestContext):
-        kind = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
-        if request.key_type not in (0, 1):  # share groups (2) are not served
-            return error_response(10, request, version, ErrorCode.INVALID_REQUEST,
+    async def find_coordinator(self, request: m.FindCoordinatorRequest, version: int,
+                               context: RequestContext) -> m.FindCoordinatorResponse:
+        kind = ResourceType.GROUP if request.key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+        if request.key_type not in (GROUP, TRANSACTION):  # share groups (2) are not served
+            return error_response(ApiKey.FIND_COORDINATOR, request, version, ErrorCode.INVALID_REQUEST,
                                   f"Unknown coordinator type {request.key_type}")
         view = self.state.view
         addresses = {node.node_id: node for node in view.brokers(context.listener.name, context.advertised)}

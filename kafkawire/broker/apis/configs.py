@@ -1,15 +1,15 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``topic_configs``),
-the broker's loggers (``broker_loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``config.topic_configs``),
+the broker's loggers (``config.loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
 reports them; changes checked, saved and applied to the running logs; ``validate_only`` checks and
 changes nothing."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..broker_loggers import LoggerError, alter_logger_levels, logger_levels
+from ..config.loggers import LoggerError, alter_logger_levels, logger_levels
 from ..client_metrics import ClientMetrics, SubscriptionError
 from ..security.acls import Operation, ResourceType
-from ..topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
+from ..config.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
 
@@ -35,7 +35,8 @@ class ConfigApis:
         self.topics = state.topics
 
     # ---- DescribeConfigs ------------------------------------------------------------------------
-    async def describe_configs(self, request, version: int, context: RequestContext):
+    async def describe_configs(self, request: m.DescribeConfigsRequest, version: int,
+                               context: RequestContext) -> m.DescribeConfigsResponse:
         synonyms = request.include_synonyms
         results = []
         for resource in request.resources:
@@ -51,7 +52,7 @@ class ConfigApis:
             results.append(result)
         return m.DescribeConfigsResponse(results=results)
 
-    def _describe(self, resource):
+    def _describe(self, resource: m.DescribeConfigsRequest.DescribeConfigsResource) -> list[ConfigEntry]:
         configs = self.topics.configs
         if resource.resource_type == _TOPIC:
             topic = self.topics.get(resource.resource_name)
@@ -71,13 +72,15 @@ class ConfigApis:
         return configs.describe_broker(per_broker=self._broker_resource(resource.resource_name))
 
     # ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
-    async def alter_configs(self, request, version: int, context: RequestContext):
+    async def alter_configs(self, request: m.AlterConfigsRequest, version: int,
+                            context: RequestContext) -> m.AlterConfigsResponse:
         """AlterConfigs: each resource's dynamic configs replaced by the request's."""
         return m.AlterConfigsResponse(responses=self._alter(
             request, context, lambda resource, current: {c.name: c.value for c in resource.configs},
             m.AlterConfigsResponse.AlterConfigsResourceResponse))
 
-    async def incremental_alter_configs(self, request, version: int, context: RequestContext):
+    async def incremental_alter_configs(self, request: m.IncrementalAlterConfigsRequest, version: int,
+                                        context: RequestContext) -> m.IncrementalAlterConfigsResponse:
         """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on each resource's dynamic configs."""
         return m.IncrementalAlterConfigsResponse(responses=self._alter(
             request, context, _incremental, m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse))

@@ -3,6 +3,9 @@ Kafka's authorization: READ on the group to heartbeat (and DESCRIBE on the topic
 DESCRIBE on the group to describe it. Assignments travel by topic id."""
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.consumer_state import Assignment, ConsumerGroup
@@ -18,7 +21,8 @@ class ConsumerGroupApis:
         self.state = state
         self.coordinator = state.groups.consumer
 
-    async def heartbeat(self, request, version: int, context: RequestContext):
+    async def heartbeat(self, request: m.ConsumerGroupHeartbeatRequest, version: int,
+                        context: RequestContext) -> m.ConsumerGroupHeartbeatResponse:
         Response = m.ConsumerGroupHeartbeatResponse
         if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
             return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0)
@@ -34,7 +38,8 @@ class ConsumerGroupApis:
                         member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                         assignment=assignment)
 
-    async def describe(self, request, version: int, context: RequestContext):
+    async def describe(self, request: m.ConsumerGroupDescribeRequest, version: int,
+                       context: RequestContext) -> m.ConsumerGroupDescribeResponse:
         Response = m.ConsumerGroupDescribeResponse
         groups = []
         for group_id in request.group_ids:
@@ -56,7 +61,8 @@ class ConsumerGroupApis:
                                                   authorized_operations=operations))
         return Response(groups=groups)
 
-    def _described(self, group: ConsumerGroup, version: int, operations: int):
+    def _described(self, group: ConsumerGroup, version: int,
+                   operations: int) -> m.ConsumerGroupDescribeResponse.DescribedGroup:
         Response = m.ConsumerGroupDescribeResponse
         members = [Response.Member(
             member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
@@ -70,13 +76,13 @@ class ConsumerGroupApis:
                                        assignor_name=group.assignor or self.coordinator.assignors[0],
                                        members=members, authorized_operations=operations)
 
-    def _assignment(self, assignment: Assignment):
+    def _assignment(self, assignment: Assignment) -> m.ConsumerGroupDescribeResponse.Assignment:
         Response = m.ConsumerGroupDescribeResponse
         return Response.Assignment(topic_partitions=[
             Response.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
             for topic_id, name, partitions in self._by_id(assignment)])
 
-    def _by_id(self, assignment: Assignment):
+    def _by_id(self, assignment: Assignment) -> Iterator[tuple[uuid.UUID, str, list[int]]]:
         """(topic id, name, sorted partitions) for the topics of ``assignment`` that still exist."""
         for name, partitions in sorted(assignment.items()):
             topic = self.state.topics.get(name)

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["CONTROLLER_APIS", "describe_controllers"]
 
 CONTROLLER_APIS = frozenset({
-    17, 36, 18,  # SaslHandshake, SaslAuthenticate, ApiVersions
-    19, 20, 37,  # CreateTopics, DeleteTopics, CreatePartitions
-    32, 33, 44,  # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
-    29, 30, 31,  # DescribeAcls, CreateAcls, DeleteAcls
-    43, 51, 60,  # ElectLeaders, AlterUserScramCredentials, DescribeCluster
+    ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS,
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+    ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+    ApiKey.ELECT_LEADERS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLUSTER,
 })
 _BROKER_ENDPOINT, _CONTROLLER_ENDPOINT = 1, 2
 

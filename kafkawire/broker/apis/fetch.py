@@ -1,5 +1,5 @@
-"""Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch``), parking short of MinBytes,
-and the response written by ``broker.fetch_encoder``."""
+"""Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch.reads``), parking short of MinBytes,
+and the response written by ``broker.fetch.encoder``."""
 from __future__ import annotations
 
 import uuid
@@ -7,10 +7,13 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
-from ..fetch import DelayedFetch, PartitionRead, read_partitions
-from ..fetch_encoder import encode_fetch_response
-from ..fetch_sessions import SessionPartition
+from ...messages import ApiKey
+from ..dispatch.error_responses import error_response
+from ..fetch.reads import DelayedFetch, PartitionRead, read_partitions
+from ..fetch.encoder import EncodedFetchResponse, encode_fetch_response
+from ..fetch.sessions import FetchContext, SessionPartition
+from ..metrics import BrokerMetrics
+from ..network.listeners import Listener
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
@@ -21,7 +24,7 @@ _KIP_1178 = 19  # the Fetch version with RemotePartitionMaxBytes (schemas/kip-11
 
 
 class FetchApi:
-    def __init__(self, state: BrokerState, metrics=None):
+    def __init__(self, state: BrokerState, metrics: BrokerMetrics | None = None):
         self.state = state
         self.metrics = metrics  # BrokerMetrics, or None
         self.config = state.config
@@ -30,9 +33,10 @@ class FetchApi:
         self.sessions = state.sessions
         self._topic_name = state.topic_name
 
-    async def fetch(self, request, version: int, context: RequestContext):
+    async def fetch(self, request: m.FetchRequest, version: int,
+                    context: RequestContext) -> m.FetchResponse | EncodedFetchResponse:
         if version >= 3 and request.max_bytes < 0:
-            return error_response(1, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
+            return error_response(ApiKey.FETCH, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
         min_bytes = min(request.min_bytes, max_bytes)
         use_ids = version >= 13
@@ -50,9 +54,9 @@ class FetchApi:
                     epochs[key] = p.current_leader_epoch
         forgotten = []
         if version >= 7:
-            for topic in request.forgotten_topics_data:
-                name = topic.topic if not use_ids else self._topic_name(topic.topic_id)
-                forgotten += [(name if name is not None else topic.topic_id, p) for p in topic.partitions]
+            for gone in request.forgotten_topics_data:
+                name = gone.topic if not use_ids else self._topic_name(gone.topic_id)
+                forgotten += [(name if name is not None else gone.topic_id, p) for p in gone.partitions]
         epoch = request.session_epoch if version >= 7 else -1
         session = self.sessions.context(request.session_id if version >= 7 else 0, epoch, requested, forgotten)
         if session.error:
@@ -69,8 +73,8 @@ class FetchApi:
                     readable[name] = self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name)
                 if not readable[name]:
                     read.log, read.denied = None, True
-            if read.log is not None and not view.leads_everything:
-                self._check_leader(read, epochs.get(partition.key, -1), version)
+            if name is not None and read.log is not None and not view.leads_everything:
+                self._check_leader(read, name, epochs.get(partition.key, -1), version)
             (known if read.log is not None else unknown).append(read)
         reads = known + unknown if unknown else known  # unknown partitions are not read, and go at the end
         use_remote_max_bytes = version >= _KIP_1178
@@ -87,23 +91,22 @@ class FetchApi:
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                   remote_wait_s=remote_wait_s, read_committed=read_committed)
         if self.metrics is not None:
-            self._count(reads, max_bytes, read_committed)
+            self._count(self.metrics, reads, max_bytes, read_committed)
         return self._fetch_response(session, reads, version, read_committed, context.listener, context.advertised)
 
-    def _check_leader(self, read: PartitionRead, current_leader_epoch: int, version: int) -> None:
+    def _check_leader(self, read: PartitionRead, topic: str, current_leader_epoch: int, version: int) -> None:
         """A partition this node does not lead (or asked at another leader epoch) is not read: it answers
         the node view's error, with the current leader from v12 (KIP-951's leader discovery)."""
-        code = self.state.view.leader_error(read.topic, read.partition, current_leader_epoch)
+        code = self.state.view.leader_error(topic, read.partition, current_leader_epoch)
         if code:
-            read.log, read.refused = None, code
+            read.log, read.refused = None, ErrorCode(code)
             if version >= 12 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                info = self.state.view.partition(read.topic, read.partition)
+                info = self.state.view.partition(topic, read.partition)
                 read.current_leader = (info.leader, info.leader_epoch)
 
-    def _count(self, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
+    def _count(self, metrics: BrokerMetrics, reads: list[PartitionRead], max_bytes: int, read_committed: bool) -> None:
         """Bytes out per topic, and the partitions a limit stopped short of the data they have (KIP-74:
         PartitionMaxBytes when the partition's own limit was the smaller, else the request's MaxBytes)."""
-        metrics = self.metrics
         left = max_bytes
         for read in reads:
             size = len(read.records)
@@ -121,8 +124,9 @@ class FetchApi:
                 metrics.fetch_cut.labels("partition_max_bytes" if cut_by_partition else "max_bytes").inc()
             left = max(0, left - size)
 
-    def _fetch_response(self, context, reads: list[PartitionRead], version: int, read_committed: bool,
-                        listener=None, listener_address=None):
+    def _fetch_response(self, context: FetchContext, reads: list[PartitionRead], version: int,
+                        read_committed: bool, listener: Listener,
+                        listener_address: tuple[str, int]) -> EncodedFetchResponse:
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []

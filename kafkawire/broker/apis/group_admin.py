@@ -15,7 +15,8 @@ class GroupAdminApis:
     def __init__(self, state: BrokerState):
         self.state = state
 
-    async def delete_groups(self, request, version: int, context: RequestContext):
+    async def delete_groups(self, request: m.DeleteGroupsRequest, version: int,
+                            context: RequestContext) -> m.DeleteGroupsResponse:
         allowed = [g for g in request.groups_names
                    if self.state.allowed(context, Operation.DELETE, ResourceType.GROUP, g)]
         errors = dict(delete_groups(self.state.groups, list(dict.fromkeys(allowed))))
@@ -23,7 +24,8 @@ class GroupAdminApis:
             group_id=g, error_code=errors.get(g, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             for g in dict.fromkeys(request.groups_names)])
 
-    async def offset_delete(self, request, version: int, context: RequestContext):
+    async def offset_delete(self, request: m.OffsetDeleteRequest, version: int,
+                            context: RequestContext) -> m.OffsetDeleteResponse:
         Topic, Partition = m.OffsetDeleteResponse.OffsetDeleteResponseTopic, m.OffsetDeleteResponse.OffsetDeleteResponsePartition
         if not self.state.allowed(context, Operation.DELETE, ResourceType.GROUP, request.group_id):
             return m.OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])

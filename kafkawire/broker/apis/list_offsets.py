@@ -5,6 +5,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..security.acls import Operation, ResourceType
+from ..storage import PartitionLog
 from .state import BrokerState, RequestContext
 
 __all__ = ["ListOffsetsApi"]
@@ -17,7 +18,8 @@ class ListOffsetsApi:
         self.state = state
         self.topics = state.topics
 
-    async def list_offsets(self, request, version: int, context: RequestContext):
+    async def list_offsets(self, request: m.ListOffsetsRequest, version: int,
+                           context: RequestContext) -> m.ListOffsetsResponse:
         topics = []
         for topic in request.topics:
             partitions = []
@@ -52,7 +54,7 @@ class ListOffsetsApi:
         return m.ListOffsetsResponse(topics=topics)
 
     @classmethod
-    def _offset_for(cls, partition_log, timestamp: int, read_committed: bool) -> tuple[int, int] | None:
+    def _offset_for(cls, partition_log: PartitionLog, timestamp: int, read_committed: bool) -> tuple[int, int] | None:
         """Partition.fetchOffsetForTimestamp: LATEST is the last fetchable offset (the last stable offset
         for READ_COMMITTED, the high watermark otherwise); a lookup by time or MAX_TIMESTAMP finds only an
         offset below it."""
@@ -66,7 +68,7 @@ class ListOffsetsApi:
         return found
 
     @staticmethod
-    def _lookup(partition_log, timestamp: int) -> tuple[int, int] | None:
+    def _lookup(partition_log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
         if timestamp == _LATEST_TIERED:
             return partition_log.highest_offset_in_remote_storage, -1
         if timestamp == _EARLIEST:
@@ -82,7 +84,7 @@ class ListOffsetsApi:
         return (found[0], found[1]) if found is not None else None
 
 
-def _earliest_pending_upload(partition_log) -> int:
+def _earliest_pending_upload(partition_log: PartitionLog) -> int:
     """ListOffsets v11's EARLIEST_PENDING_UPLOAD (KIP-1023), as Kafka's UnifiedLog answers it: the first
     offset not yet copied to the remote tier; -1 without a remote tier, or when segments were uploaded
     but the broker does not know how far."""

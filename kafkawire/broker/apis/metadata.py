@@ -1,9 +1,12 @@
 """Metadata, with topic auto-creation (``auto.create.topics.enable``) for the topics it names."""
 from __future__ import annotations
 
+import uuid
+
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ..node_view import PartitionInfo
 from ..topics import Topic, TopicError
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
@@ -19,7 +22,7 @@ class MetadataApi:
         self.config = state.config
         self.topics = state.topics
 
-    async def metadata(self, request, version: int, context: RequestContext):
+    async def metadata(self, request: m.MetadataRequest, version: int, context: RequestContext) -> m.MetadataResponse:
         view = self.state.view
         # every live broker's address on the listener the request came in on
         brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port,
@@ -31,8 +34,9 @@ class MetadataApi:
         allowed = self.state.allowed
         if request.topics is None or (version == 0 and not request.topics):
             # every topic the principal may describe, and no other name
-            wanted = [(topic.name, None) for topic in self.topics.topics.values()
-                      if allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)]
+            wanted: list[tuple[str | None, uuid.UUID | None]] = [
+                (topic.name, None) for topic in self.topics.topics.values()
+                if allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)]
         else:
             wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
         auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
@@ -40,7 +44,10 @@ class MetadataApi:
         created = await self._auto_create(creatable) if auto_create else {}
         results = []
         for name, topic_id in wanted:
-            topic = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
+            if name is not None:
+                topic = self.topics.get(name)
+            else:  # by id (v10+); neither: unknown
+                topic = self.topics.by_id.get(topic_id) if topic_id is not None else None
             checked = topic.name if topic is not None else name
             if checked is not None and not allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, checked):
                 # the principal learns neither the topic nor whether it exists
@@ -92,7 +99,7 @@ class MetadataApi:
         return outcomes
 
 
-def _partition(index: int, info):
+def _partition(index: int, info: PartitionInfo) -> m.MetadataResponse.MetadataResponsePartition:
     """A partition as the node view describes it: LEADER_NOT_AVAILABLE while no replica is live."""
     return m.MetadataResponse.MetadataResponsePartition(
         error_code=ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0 else 0, partition_index=index,
@@ -100,7 +107,7 @@ def _partition(index: int, info):
         offline_replicas=info.offline)
 
 
-def _metadata_topics_refused(request, version: int):
+def _metadata_topics_refused(request: m.MetadataRequest, version: int) -> m.MetadataResponse | None:
     """Metadata v10 and v11 carry topic ids and nullable names that only v12 may use: Kafka refuses such
     a request with INVALID_REQUEST on every topic (a null name answered as "", which the response allows)."""
     if version not in (10, 11) or not request.topics:

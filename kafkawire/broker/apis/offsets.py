@@ -7,7 +7,8 @@ from __future__ import annotations
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..error_responses import error_response
+from ...messages import ApiKey
+from ..dispatch.error_responses import error_response
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
@@ -25,10 +26,11 @@ class OffsetApis:
         self._topic_name = state.topic_name
 
     # ---- OffsetCommit -----------------------------------------------------------------------------
-    async def offset_commit(self, request, version: int, context: RequestContext):
+    async def offset_commit(self, request: m.OffsetCommitRequest, version: int,
+                            context: RequestContext) -> m.OffsetCommitResponse:
         allowed = self.state.allowed
         if not allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
-            return error_response(8, request, version, _GROUP_DENIED)
+            return error_response(ApiKey.OFFSET_COMMIT, request, version, _GROUP_DENIED)
         Topic, Partition = (m.OffsetCommitResponse.OffsetCommitResponseTopic,
                             m.OffsetCommitResponse.OffsetCommitResponsePartition)
         extra = []  # answered here: unknown ids, topics the principal may not read
@@ -50,11 +52,12 @@ class OffsetApis:
         return response
 
     # ---- OffsetFetch ------------------------------------------------------------------------------
-    async def offset_fetch(self, request, version: int, context: RequestContext):
+    async def offset_fetch(self, request: m.OffsetFetchRequest, version: int,
+                           context: RequestContext) -> m.OffsetFetchResponse:
         allowed = self.state.allowed
         if version < 8:
             if not allowed(context, Operation.DESCRIBE, ResourceType.GROUP, request.group_id):
-                return error_response(9, request, version, _GROUP_DENIED)
+                return error_response(ApiKey.OFFSET_FETCH, request, version, _GROUP_DENIED)
             denied = self._deny_topics(request, context)
             response = await self.groups.offsets.offset_fetch(request, version)
             self._answer_denied(response, denied, version, context)
@@ -74,21 +77,21 @@ class OffsetApis:
         response = await self.groups.offsets.offset_fetch(request, version)
         Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
                             m.OffsetFetchResponse.OffsetFetchResponsePartitions)
-        for group, unknown, denied in zip(response.groups, unknown_by_group, denied_by_group):
-            if group.group_id in refused:
-                group.error_code, group.topics = _GROUP_DENIED, []
+        for answered, unknown, denied in zip(response.groups, unknown_by_group, denied_by_group):
+            if answered.group_id in refused:
+                answered.error_code, answered.topics = _GROUP_DENIED, []
                 continue
             if version >= 10:  # every topic (a null request list) is answered only for topics that still exist
                 topics = []
-                for topic in group.topics:
+                for topic in answered.topics:
                     existing = self.topics.get(topic.name)
                     if existing is not None:
                         topic.topic_id = existing.topic_id
                         topics.append(topic)
-                group.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
+                answered.topics = topics + [Topic(topic_id=t.topic_id, partitions=[Partition(
                     partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]) for t in unknown]
-            self._answer_denied(group, denied, version, context)
+            self._answer_denied(answered, denied, version, context)
         return response
 
     def _deny_topics(self, holder, context: RequestContext) -> list:
@@ -109,15 +112,17 @@ class OffsetApis:
                 context, Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
         if not denied:
             return
-        if version >= 8:
-            Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopics,
-                                m.OffsetFetchResponse.OffsetFetchResponsePartitions)
+        Response = m.OffsetFetchResponse
+        if version >= 8:  # the topics of a group's answer
+            holder.topics = list(holder.topics) + [Response.OffsetFetchResponseTopics(
+                name=t.name, partitions=[Response.OffsetFetchResponsePartitions(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
+                    for p in t.partition_indexes]) for t in denied]
         else:
-            Topic, Partition = (m.OffsetFetchResponse.OffsetFetchResponseTopic,
-                                m.OffsetFetchResponse.OffsetFetchResponsePartition)
-        holder.topics = list(holder.topics) + [Topic(name=t.name, partitions=[Partition(
-            partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
-            for p in t.partition_indexes]) for t in denied]
+            holder.topics = list(holder.topics) + [Response.OffsetFetchResponseTopic(
+                name=t.name, partitions=[Response.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=-1, metadata="", error_code=_TOPIC_DENIED)
+                    for p in t.partition_indexes]) for t in denied]
 
     def _topics_by_id(self, topics) -> tuple[list, list]:
         """The request topics whose id this broker knows, each given its name (for the group coordinator,

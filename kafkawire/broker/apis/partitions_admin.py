@@ -31,7 +31,8 @@ class PartitionAdminApis:
         return self.state.allowed(context, operation, ResourceType.TOPIC, topic)
 
     # ---- CreatePartitions -----------------------------------------------------------------------
-    async def create_partitions(self, request, version: int, context: RequestContext):
+    async def create_partitions(self, request: m.CreatePartitionsRequest, version: int,
+                                context: RequestContext) -> m.CreatePartitionsResponse:
         names = [t.name for t in request.topics]
         results = []
         for wanted in request.topics:
@@ -66,7 +67,8 @@ class PartitionAdminApis:
                                  f"but only broker {self.config.node_id} exists (replication factor 1).")
 
     # ---- DeleteRecords --------------------------------------------------------------------------
-    async def delete_records(self, request, version: int, context: RequestContext):
+    async def delete_records(self, request: m.DeleteRecordsRequest, version: int,
+                             context: RequestContext) -> m.DeleteRecordsResponse:
         Result = m.DeleteRecordsResponse.DeleteRecordsPartitionResult
         topics = []
         for wanted in request.topics:
@@ -93,7 +95,8 @@ class PartitionAdminApis:
         return m.DeleteRecordsResponse(topics=topics)
 
     # ---- DescribeLogDirs ------------------------------------------------------------------------
-    async def describe_log_dirs(self, request, version: int, context: RequestContext):
+    async def describe_log_dirs(self, request: m.DescribeLogDirsRequest, version: int,
+                                context: RequestContext) -> m.DescribeLogDirsResponse:
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             return m.DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -116,7 +119,8 @@ class PartitionAdminApis:
         return m.DescribeLogDirsResponse(error_code=0, results=[result])
 
     # ---- DescribeTopicPartitions ----------------------------------------------------------------
-    async def describe_topic_partitions(self, request, version: int, context: RequestContext):
+    async def describe_topic_partitions(self, request: m.DescribeTopicPartitionsRequest, version: int,
+                                        context: RequestContext) -> m.DescribeTopicPartitionsResponse:
         Topic = m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
         cursor = request.cursor
         start_topic = cursor.topic_name if cursor is not None else ""
@@ -149,7 +153,7 @@ class PartitionAdminApis:
                 break
         return m.DescribeTopicPartitionsResponse(topics=results, next_cursor=next_cursor)
 
-    def _partition(self, index: int):
+    def _partition(self, index: int) -> m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition:
         node = self.config.node_id
         return m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
             error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
@@ -163,7 +167,8 @@ class PartitionAdminApis:
         return bits
 
     # ---- OffsetForLeaderEpoch -------------------------------------------------------------------
-    async def offset_for_leader_epoch(self, request, version: int, context: RequestContext):
+    async def offset_for_leader_epoch(self, request: m.OffsetForLeaderEpochRequest, version: int,
+                                      context: RequestContext) -> m.OffsetForLeaderEpochResponse:
         Result = m.OffsetForLeaderEpochResponse.EpochEndOffset
         follower = version >= 3 and request.replica_id >= 0
         cluster_action = follower and self.state.allowed(context, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
@@ -192,7 +197,8 @@ class PartitionAdminApis:
         return m.OffsetForLeaderEpochResponse(topics=topics)
 
     # ---- ElectLeaders ---------------------------------------------------------------------------
-    async def elect_leaders(self, request, version: int, context: RequestContext):
+    async def elect_leaders(self, request: m.ElectLeadersRequest, version: int,
+                            context: RequestContext) -> m.ElectLeadersResponse:
         """The one replica leads every partition already: ELECTION_NOT_NEEDED for each named partition, and
         nothing to report when every partition is asked for (null), as Kafka's controller answers."""
         Topic = m.ElectLeadersResponse.ReplicaElectionResult

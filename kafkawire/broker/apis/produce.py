@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from ... import messages as m
+from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import CODEC_MASK, TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSET
 from ..security.acls import Operation, ResourceType
 from .state import RequestContext
 from ..storage import DecompressionBudget, LogAppendError, PartitionLog
+from ..storage.validation import ValidatedBatch
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
 
-# What a handler returns when Kafka answers by closing the connection (acks=0 produce with errors).
-CLOSE_CONNECTION = object()
+
+class _CloseConnection:
+    """What a handler returns when Kafka answers by closing the connection (acks=0 produce with errors)."""
+
+
+CLOSE_CONNECTION = _CloseConnection()
 
 # Batches this small and uncompressed are checked on the loop: a thread hop would cost more.
 _INLINE_BYTES = 256 * 1024
@@ -37,13 +44,14 @@ class _Item:
 
     __slots__ = ("topic", "topic_id", "partition", "records", "log", "batch", "error", "denied", "refused")
 
-    def __init__(self, topic: str | None, topic_id, partition: int, records, log: PartitionLog | None):
+    def __init__(self, topic: str | None, topic_id: uuid.UUID, partition: int, records: Bytes | None,
+                 log: PartitionLog | None):
         self.topic = topic  # None: an id (v13+) this broker does not know
         self.topic_id = topic_id
         self.partition = partition
         self.records = records
         self.log = log
-        self.batch = None
+        self.batch: ValidatedBatch | None = None  # set once validated
         self.error: LogAppendError | None = None
         self.denied = False  # no WRITE on the topic for this principal
         self.refused = 0  # not the leader here, or too few in-sync replicas (the node view's error)
@@ -70,7 +78,8 @@ class ProduceHandler:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    async def produce(self, request, version: int, context: RequestContext):
+    async def produce(self, request: m.ProduceRequest, version: int,
+                      context: RequestContext) -> m.ProduceResponse | _CloseConnection | None:
         if _has_transactional_records(request) and not self._may_write_transactionally(request, context):
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif request.acks not in (-1, 0, 1):
@@ -123,18 +132,19 @@ class ProduceHandler:
         return [m.ProduceResponse.NodeEndpoint(node_id=node.node_id, host=node.host, port=node.port, rack=None)
                 for node in self.view.brokers(context.listener.name, context.advertised) if node.node_id in leaders]
 
-    def _may_write_transactionally(self, request, context: RequestContext) -> bool:
+    def _may_write_transactionally(self, request: m.ProduceRequest, context: RequestContext) -> bool:
         """Transactional batches need a transactional id, and WRITE on it."""
         tid = request.transactional_id
         return tid is not None and (self.allowed is None or
                                     self.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid))
 
-    def _verify_transaction(self, request, version: int, item: _Item) -> None:
+    def _verify_transaction(self, request: m.ProduceRequest, version: int, item: _Item) -> None:
         """Before a transaction's first write to a partition, the coordinator confirms the partition is
         in the transaction, or (Produce v12+, transaction version 2) adds it. Raises LogAppendError with
         the error Kafka's ``ReplicaManager`` gives the producer."""
-        batch = item.batch
-        if item.log.has_ongoing_transaction(batch.producer_id, batch.producer_epoch):
+        batch, log = item.batch, item.log
+        assert batch is not None and log is not None  # called for a validated batch only
+        if log.has_ongoing_transaction(batch.producer_id, batch.producer_epoch):
             return
         add = version >= 12
         if not add and not self.verify_transactions:
@@ -153,7 +163,7 @@ class ProduceHandler:
                    "Unable to verify the partition has been added to the transaction")
         raise LogAppendError(ErrorCode(code), message)
 
-    def _topic_name(self, topic, version: int) -> str | None:
+    def _topic_name(self, topic: m.ProduceRequest.TopicProduceData, version: int) -> str | None:
         """The topic a request's entry names: by name, or from v13 by id (KIP-516; None if unknown)."""
         if version < 13:
             return topic.name
@@ -165,6 +175,7 @@ class ProduceHandler:
         compressed batches sharing one budget of decompressed bytes."""
         budget = DecompressionBudget(self.max_decompressed_bytes)
         for item in items:
+            assert item.log is not None and item.records is not None  # the items to check have both
             try:
                 item.batch = item.log.validate(item.records, now, budget)
             except LogAppendError as failure:
@@ -172,7 +183,8 @@ class ProduceHandler:
                 # this batch expanded to, which the answer does not need.
                 item.error = LogAppendError(failure.error_code, failure.message, failure.record_errors)
 
-    def _append(self, request, version: int, items: list[_Item], error: ErrorCode, now: int):
+    def _append(self, request: m.ProduceRequest, version: int, items: list[_Item], error: ErrorCode,
+                now: int) -> tuple[list[m.ProduceResponse.TopicProduceResponse], bool]:
         responses: list = []
         by_topic: dict[tuple, list] = {}
         failed = False
@@ -195,13 +207,15 @@ class ProduceHandler:
             elif item.error is not None:
                 _set_error(response, item.error, item.log)
             else:
+                batch = item.batch
+                assert batch is not None  # validated without an error
                 try:
                     verified = False
-                    if self.transactions is not None and item.batch.attributes & TRANSACTIONAL_FLAG \
-                            and item.batch.producer_id >= 0:
+                    if self.transactions is not None and batch.attributes & TRANSACTIONAL_FLAG \
+                            and batch.producer_id >= 0:
                         self._verify_transaction(request, version, item)
                         verified = True
-                    result = item.log.append_batch(item.batch, now_ms=now, transaction_verified=verified)
+                    result = item.log.append_batch(batch, now_ms=now, transaction_verified=verified)
                 except LogAppendError as failure:
                     _set_error(response, failure, item.log)
                 else:
@@ -211,8 +225,8 @@ class ProduceHandler:
                     if not result.duplicate:
                         self.notify(item.topic, item.partition)
                         if self.metrics is not None:
-                            self.metrics.bytes_in.labels(item.topic).inc(item.batch.size)
-                            self.metrics.messages_in.labels(item.topic).inc(item.batch.count)
+                            self.metrics.bytes_in.labels(item.topic).inc(batch.size)
+                            self.metrics.messages_in.labels(item.topic).inc(batch.count)
             failed = failed or response.error_code != 0
             key = (item.topic, item.topic_id)
             partitions = by_topic.get(key)
@@ -225,7 +239,8 @@ class ProduceHandler:
         return responses, failed
 
 
-def _set_error(response, failure: LogAppendError, log: PartitionLog) -> None:
+def _set_error(response: m.ProduceResponse.PartitionProduceResponse, failure: LogAppendError,
+               log: PartitionLog) -> None:
     response.error_code = failure.error_code
     response.error_message = failure.message
     response.log_start_offset = log.log_start_offset
@@ -238,7 +253,7 @@ _RETRIABLE_VERIFICATION = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINA
                            ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
 
 
-def _has_transactional_records(request) -> bool:
+def _has_transactional_records(request: m.ProduceRequest) -> bool:
     """Whether any partition's first batch is a transactional v2 batch (``hasTransactionalRecords``)."""
     for topic in request.topic_data:
         for data in topic.partition_data:
@@ -249,14 +264,17 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
-def _is_compressed(records) -> bool:
+def _is_compressed(records: Bytes) -> bool:
     return len(records) >= BATCH_HEADER_SIZE and (records[ATTRIBUTES_OFFSET + 1] & CODEC_MASK) != 0
 
 
 def _needs_thread(items: list[_Item]) -> bool:
     total = 0
     for item in items:
-        if _is_compressed(item.records):
+        records = item.records
+        if records is None:  # not checked
+            continue
+        if _is_compressed(records):
             return True
-        total += len(item.records)
+        total += len(records)
     return total > _INLINE_BYTES

@@ -18,9 +18,10 @@ class ProducerIdApi:
         self.producer_ids = producer_ids
         self.coordinator = coordinator
 
-    async def init_producer_id(self, request, version: int, context: RequestContext):
+    async def init_producer_id(self, request: m.InitProducerIdRequest, version: int,
+                               context: RequestContext) -> m.InitProducerIdResponse:
         if request.transactional_id is not None:
-            return self._transactional(request, version, context)
+            return self._transactional(request, request.transactional_id, version, context)
         if not self._may_write(context):  # IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
             return m.InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
                                             producer_epoch=-1)
@@ -31,12 +32,13 @@ class ProducerIdApi:
                 return m.InitProducerIdResponse(error_code=0, producer_id=request.producer_id, producer_epoch=epoch)
         return m.InitProducerIdResponse(error_code=0, producer_id=self.producer_ids.next(), producer_epoch=0)
 
-    def _transactional(self, request, version: int, context: RequestContext):
-        if not self.state.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+    def _transactional(self, request: m.InitProducerIdRequest, transactional_id: str, version: int,
+                       context: RequestContext) -> m.InitProducerIdResponse:
+        if not self.state.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return m.InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                             producer_id=-1, producer_epoch=-1)
         expected = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
-        result = self.coordinator.init_producer_id(request.transactional_id, request.transaction_timeout_ms, *expected)
+        result = self.coordinator.init_producer_id(transactional_id, request.transaction_timeout_ms, *expected)
         error = result.error
         if error == ErrorCode.PRODUCER_FENCED and version < 4:
             error = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is known from v4 (KIP-588)

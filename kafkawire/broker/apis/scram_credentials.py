@@ -21,7 +21,8 @@ class ScramCredentialApis:
         self.state = state
         self.store = state.scram
 
-    async def describe_user_scram_credentials(self, request, version: int, context: RequestContext):
+    async def describe_user_scram_credentials(self, request: m.DescribeUserScramCredentialsRequest, version: int,
+                                              context: RequestContext) -> m.DescribeUserScramCredentialsResponse:
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             return m.DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                           results=[])
@@ -51,7 +52,8 @@ class ScramCredentialApis:
                 for c in sorted(found.values(), key=lambda c: c.mechanism.kafka_type)]))
         return m.DescribeUserScramCredentialsResponse(error_code=0, results=results)
 
-    async def alter_user_scram_credentials(self, request, version: int, context: RequestContext):
+    async def alter_user_scram_credentials(self, request: m.AlterUserScramCredentialsRequest, version: int,
+                                           context: RequestContext) -> m.AlterUserScramCredentialsResponse:
         Result = m.AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
         users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
         if not self.state.allowed(context, Operation.ALTER, ResourceType.CLUSTER, "kafka-cluster"):
@@ -60,24 +62,25 @@ class ScramCredentialApis:
         errors: dict[str, tuple[int, str]] = {}
         pairs = Counter((d.name, d.mechanism) for d in request.deletions) + \
             Counter((u.name, u.mechanism) for u in request.upsertions)
-        for (name, mechanism), count in pairs.items():
+        for (name, _), count in pairs.items():
             if count > 1:
                 errors.setdefault(name, (ErrorCode.DUPLICATE_RESOURCE,
                                          "A user credential cannot be altered twice in the same request"))
-        for item in [*request.deletions, *request.upsertions]:
-            if not item.name:
-                errors.setdefault(item.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
-            elif item.mechanism not in MECHANISM_BY_TYPE:
-                errors.setdefault(item.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+        named = [(d.name, d.mechanism) for d in request.deletions] + [(u.name, u.mechanism) for u in request.upsertions]
+        for name, mechanism_type in named:
+            if not name:
+                errors.setdefault(name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+            elif mechanism_type not in MECHANISM_BY_TYPE:
+                errors.setdefault(name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
         for upsertion in request.upsertions:
             if not MIN_ITERATIONS <= upsertion.iterations <= MAX_ITERATIONS:
                 errors.setdefault(upsertion.name, (
                     ErrorCode.UNACCEPTABLE_CREDENTIAL,
                     f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"))
         for deletion in request.deletions:
-            mechanism = MECHANISM_BY_TYPE.get(deletion.mechanism)
-            if deletion.name not in errors and mechanism is not None and \
-                    mechanism.name not in self.store.credentials.get(deletion.name, {}):
+            deleted = MECHANISM_BY_TYPE.get(deletion.mechanism)
+            if deletion.name not in errors and deleted is not None and \
+                    deleted.name not in self.store.credentials.get(deletion.name, {}):
                 errors[deletion.name] = (ErrorCode.RESOURCE_NOT_FOUND,
                                          "Attempt to delete a user credential that does not exist")
         for deletion in request.deletions:

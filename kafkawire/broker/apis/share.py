@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..fetch import DelayedFetch, PartitionRead
-from ..fetch_sessions import SessionPartition
+from ..fetch.reads import DelayedFetch, PartitionRead
+from ..fetch.sessions import SessionPartition
 from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
 from ..groups.share import ShareGroups, SharePartitions, ShareSessions, ShareSettings, ShareStateStore
 from ..groups.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
@@ -73,6 +73,9 @@ class ShareApis:
                                       config.group_share_partition_max_record_locks,
                                       config.share_auto_offset_reset)
         self._sweeper: asyncio.Task | None = None
+        self.groups: ShareGroups
+        self.sessions: ShareSessions
+        self.partitions: SharePartitions
         if shared is not None:
             self.groups, self.sessions, self.partitions = shared.groups, shared.sessions, shared.partitions
             return
@@ -342,7 +345,8 @@ class ShareApis:
             except OffsetOutOfRange:
                 self.partitions.move_start(candidate.key, share, partition_log.log_start_offset)
                 continue
-            data = b"" if read.first_entry_incomplete else bytes(read.records)
+            assert isinstance(read.records, bytes)  # read without as_file
+            data = b"" if read.first_entry_incomplete else read.records
             batches = _batches(data)
             error, acquired = self.partitions.acquire(candidate.key, share, member_id,
                                                       [(base, last) for base, last, _, _ in batches],

@@ -1,13 +1,14 @@
 """What the request handlers share: the broker's settings, topics, groups and fetch machinery."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
-from ..config import BrokerConfig
-from ..fetch import FetchPurgatory
-from ..fetch_sessions import FetchSessionCache
+from ..config.broker_config import BrokerConfig
+from ..fetch.reads import FetchPurgatory
+from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
-from ..listeners import Listener
+from ..network.listeners import Listener
 from ..node_view import NodeView
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
@@ -54,6 +55,6 @@ class BrokerState:
         return authorizer is None or authorizer.authorize(context.principal, context.client_host, operation,
                                                           resource_type, name)
 
-    def topic_name(self, topic_id) -> str | None:
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id.get(topic_id)
         return topic.name if topic is not None else None

@@ -14,7 +14,8 @@ class TelemetryApis:
         self.state = state
         self.metrics = metrics
 
-    async def get_telemetry_subscriptions(self, request, version: int, context: RequestContext):
+    async def get_telemetry_subscriptions(self, request: m.GetTelemetrySubscriptionsRequest, version: int,
+                                          context: RequestContext) -> m.GetTelemetrySubscriptionsResponse:
         error, instance = self.metrics.get_subscription(request.client_instance_id, _attributes(context))
         if error:  # an error response carries no subscription
             return m.GetTelemetrySubscriptionsResponse(error_code=error, client_instance_id=request.client_instance_id,
@@ -25,7 +26,8 @@ class TelemetryApis:
             telemetry_max_bytes=self.metrics.telemetry_max_bytes, delta_temporality=True,
             requested_metrics=list(instance.metrics))
 
-    async def push_telemetry(self, request, version: int, context: RequestContext):
+    async def push_telemetry(self, request: m.PushTelemetryRequest, version: int,
+                             context: RequestContext) -> m.PushTelemetryResponse:
         error = self.metrics.push(request.client_instance_id, _attributes(context), request.subscription_id,
                                   request.terminating, request.compression_type, bytes(request.metrics))
         return m.PushTelemetryResponse(error_code=error)

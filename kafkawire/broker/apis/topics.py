@@ -19,7 +19,8 @@ class TopicApis:
         self.topics = state.topics
         self._topic_name = state.topic_name
 
-    async def create_topics(self, request, version: int, context: RequestContext):
+    async def create_topics(self, request: m.CreateTopicsRequest, version: int,
+                            context: RequestContext) -> m.CreateTopicsResponse:
         validate_only = request.validate_only if version >= 1 else False
         results = [m.CreateTopicsResponse.CreatableTopicResult(name=creatable.name, error_code=0, num_partitions=-1,
                                                                replication_factor=-1)
@@ -37,7 +38,11 @@ class TopicApis:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {creatable.name!r} in the request.")
                 if creatable.assignments:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported")
-                configs = {c.name: c.value for c in creatable.configs}
+                null_configs = [c.name for c in creatable.configs if c.value is None]
+                if null_configs:  # as Kafka's controller refuses them
+                    raise TopicError(ErrorCode.INVALID_CONFIG,
+                                     "Null value not supported for topic configs: " + ",".join(null_configs))
+                configs = {c.name: c.value for c in creatable.configs if c.value is not None}
                 planned.append((index, self.topics.plan(creatable.name, creatable.num_partitions,
                                                         creatable.replication_factor, configs)))
             except TopicError as failure:
@@ -64,7 +69,8 @@ class TopicApis:
                 for entry in self.topics.configs.describe_topic(outcome.configs)]
         return m.CreateTopicsResponse(topics=results)
 
-    async def delete_topics(self, request, version: int, context: RequestContext):
+    async def delete_topics(self, request: m.DeleteTopicsRequest, version: int,
+                            context: RequestContext) -> m.DeleteTopicsResponse:
         if version >= 6:
             wanted = [(t.name if t.name is not None else self._topic_name(t.topic_id), t.topic_id)
                       for t in request.topics]
@@ -88,6 +94,6 @@ class TopicApis:
         return m.DeleteTopicsResponse(responses=results)
 
 
-def _fail(result, failure: TopicError) -> None:
+def _fail(result: m.CreateTopicsResponse.CreatableTopicResult, failure: TopicError) -> None:
     result.error_code = failure.code
     result.error_message = failure.message

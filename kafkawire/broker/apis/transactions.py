@@ -6,6 +6,7 @@ adds, READ on the group whose offsets it commits, CLUSTER_ACTION for the broker-
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ... import messages as m
 from ...error_codes import ErrorCode
@@ -29,7 +30,8 @@ class TransactionApis:
         return self.state.allowed(context, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
     # ---- AddPartitionsToTxn ---------------------------------------------------------------------
-    async def add_partitions_to_txn(self, request, version: int, context: RequestContext):
+    async def add_partitions_to_txn(self, request: m.AddPartitionsToTxnRequest, version: int,
+                                    context: RequestContext) -> m.AddPartitionsToTxnResponse:
         Response = m.AddPartitionsToTxnResponse
         if version < 4:
             results = self._add_for_client(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
@@ -37,7 +39,7 @@ class TransactionApis:
             return Response(results_by_topic_v3_and_below=_topic_results(results))
         if not self.state.allowed(context, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, _CLUSTER):
             return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
-        results = []
+        by_transaction = []
         for txn in request.transactions:  # from other brokers: verify_only, or adding on a client's behalf
             partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
             if txn.verify_only:
@@ -47,11 +49,12 @@ class TransactionApis:
                 error = self.coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                                         partitions)
                 errors = dict.fromkeys(partitions, error)
-            results.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                             topic_results=_topic_results(errors)))
-        return Response(error_code=0, results_by_transaction=results)
+            by_transaction.append(Response.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                                    topic_results=_topic_results(errors)))
+        return Response(error_code=0, results_by_transaction=by_transaction)
 
-    def _add_for_client(self, transactional_id: str, producer_id: int, producer_epoch: int, topics,
+    def _add_for_client(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        topics: Sequence[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
                         context: RequestContext) -> dict[tuple[str, int], int]:
         partitions = [(t.name, p) for t in topics for p in t.partitions]
         if not self._may_write_txn(context, transactional_id):
@@ -68,7 +71,9 @@ class TransactionApis:
         return dict.fromkeys(partitions, error)
 
     # ---- AddOffsetsToTxn ------------------------------------------------------------------------
-    async def add_offsets_to_txn(self, request, version: int, context: RequestContext):
+    async def add_offsets_to_txn(self, request: m.AddOffsetsToTxnRequest, version: int,
+                                 context: RequestContext) -> m.AddOffsetsToTxnResponse:
+        error: int
         if not self._may_write_txn(context, request.transactional_id):
             error = _TXN_DENIED
         elif not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
@@ -80,7 +85,7 @@ class TransactionApis:
         return m.AddOffsetsToTxnResponse(error_code=error)
 
     # ---- EndTxn ---------------------------------------------------------------------------------
-    async def end_txn(self, request, version: int, context: RequestContext):
+    async def end_txn(self, request: m.EndTxnRequest, version: int, context: RequestContext) -> m.EndTxnResponse:
         if not self._may_write_txn(context, request.transactional_id):
             return m.EndTxnResponse(error_code=_TXN_DENIED, producer_id=-1, producer_epoch=-1)
         result = self.coordinator.end_transaction(request.transactional_id, request.producer_id,
@@ -92,7 +97,8 @@ class TransactionApis:
         return m.EndTxnResponse(error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
 
     # ---- TxnOffsetCommit ------------------------------------------------------------------------
-    async def txn_offset_commit(self, request, version: int, context: RequestContext):
+    async def txn_offset_commit(self, request: m.TxnOffsetCommitRequest, version: int,
+                                context: RequestContext) -> m.TxnOffsetCommitResponse:
         keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         if not self._may_write_txn(context, request.transactional_id):
             return _txn_offset_response(keys, dict.fromkeys(keys, _TXN_DENIED))
@@ -109,7 +115,7 @@ class TransactionApis:
         errors = self.state.groups.offsets.txn_offset_commit(request, version) if request.topics else {}
         return _txn_offset_response(keys, {**errors, **denied})
 
-    def _verify_offsets_partition(self, request, version: int) -> int:
+    def _verify_offsets_partition(self, request: m.TxnOffsetCommitRequest, version: int) -> int:
         """KIP-890: the group's offsets partition must be in the transaction (AddOffsetsToTxn); with
         transaction version 2 (v5) it joins the transaction here."""
         partition = (OFFSETS_TOPIC, offsets_partition_for(request.group_id))
@@ -124,12 +130,14 @@ class TransactionApis:
         return error
 
     # ---- WriteTxnMarkers ------------------------------------------------------------------------
-    async def write_txn_markers(self, request, version: int, context: RequestContext):
+    async def write_txn_markers(self, request: m.WriteTxnMarkersRequest, version: int,
+                                context: RequestContext) -> m.WriteTxnMarkersResponse:
         Response = m.WriteTxnMarkersResponse
         allowed = self.state.allowed(context, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, _CLUSTER)
         results = []
         for marker in request.markers:
             partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+            errors: dict[tuple[str, int], int]
             if not allowed:
                 errors = dict.fromkeys(partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             else:
@@ -145,7 +153,8 @@ class TransactionApis:
         return Response(markers=results)
 
     # ---- DescribeProducers ----------------------------------------------------------------------
-    async def describe_producers(self, request, version: int, context: RequestContext):
+    async def describe_producers(self, request: m.DescribeProducersRequest, version: int,
+                                 context: RequestContext) -> m.DescribeProducersResponse:
         Response = m.DescribeProducersResponse
         topics = []
         for topic in request.topics:
@@ -173,7 +182,8 @@ class TransactionApis:
         return Response(topics=topics)
 
     # ---- DescribeTransactions, ListTransactions -------------------------------------------------
-    async def describe_transactions(self, request, version: int, context: RequestContext):
+    async def describe_transactions(self, request: m.DescribeTransactionsRequest, version: int,
+                                    context: RequestContext) -> m.DescribeTransactionsResponse:
         Response = m.DescribeTransactionsResponse
         states = []
         for transactional_id in request.transactional_ids:
@@ -199,7 +209,8 @@ class TransactionApis:
                 topics=[Response.TopicData(topic=topic, partitions=parts) for topic, parts in by_topic.items()]))
         return Response(transaction_states=states)
 
-    async def list_transactions(self, request, version: int, context: RequestContext):
+    async def list_transactions(self, request: m.ListTransactionsRequest, version: int,
+                                context: RequestContext) -> m.ListTransactionsResponse:
         Response = m.ListTransactionsResponse
         known = {state.value for state in TxnState}
         unknown = [state for state in request.state_filters if state not in known]
@@ -229,10 +240,10 @@ def _topic_results(errors: dict[tuple[str, int], int]) -> list:
             for name, parts in by_topic.items()]
 
 
-def _txn_offset_response(keys: list[tuple[str, int]], errors: dict[tuple[str, int], int]):
+def _txn_offset_response(keys: list[tuple[str, int]], errors: dict[tuple[str, int], int]) -> m.TxnOffsetCommitResponse:
     """Each requested (topic, partition) with its error (NONE where ``errors`` has none), in request order."""
     Response = m.TxnOffsetCommitResponse
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[m.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]] = {}
     for topic, index in keys:
         by_topic.setdefault(topic, []).append(Response.TxnOffsetCommitResponsePartition(
             partition_index=index, error_code=errors.get((topic, index), ErrorCode.NONE)))

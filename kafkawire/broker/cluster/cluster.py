@@ -16,7 +16,8 @@ from typing import Any
 
 from ...error_codes import ErrorCode
 from ... import messages as m
-from ..config import BrokerConfig
+from ..config.broker_config import BrokerConfig
+from ..node_view import GROUP, TRANSACTION
 from ..server import Broker
 from ..topics import TopicError
 from .controller import Controller
@@ -145,9 +146,9 @@ class Cluster:
         if (group is None) == (transactional_id is None):
             raise ValueError("name a group or a transactional id")
         if group is not None:
-            return self._controller.coordinator(0, group)
+            return self._controller.coordinator(GROUP, group)
         assert transactional_id is not None
-        return self._controller.coordinator(1, transactional_id)
+        return self._controller.coordinator(TRANSACTION, transactional_id)
 
     # ---- faults ---------------------------------------------------------------------------------
     def move_leader(self, topic: str, partition: int = 0, to: int | None = None) -> int:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ..apis.state import RequestContext
 from ..security.acls import Operation, ResourceType
 from .controller import Controller
 
-__all__ = ["OFFSET_FOR_LEADER_EPOCH", "OffsetForLeaderEpochApi"]
-
-OFFSET_FOR_LEADER_EPOCH = 23
+__all__ = ["OffsetForLeaderEpochApi"]
 
 
 class OffsetForLeaderEpochApi:
@@ -45,5 +44,5 @@ class OffsetForLeaderEpochApi:
 
     def install(self, handlers) -> None:
         """Serve the API on this node's handlers (advertised in its ApiVersions)."""
-        handlers.table[OFFSET_FOR_LEADER_EPOCH] = self.offset_for_leader_epoch
-        handlers.versions[OFFSET_FOR_LEADER_EPOCH] = m.api(OFFSET_FOR_LEADER_EPOCH).valid_versions
+        handlers.table[ApiKey.OFFSET_FOR_LEADER_EPOCH] = self.offset_for_leader_epoch
+        handlers.versions[ApiKey.OFFSET_FOR_LEADER_EPOCH] = m.api(ApiKey.OFFSET_FOR_LEADER_EPOCH).valid_versions

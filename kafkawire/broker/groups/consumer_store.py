@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from .consumer_state import Assignment, ConsumerGroup, Member, MemberState
-from ..journal import Journal
+from ..persistence.journal import Journal
 
 __all__ = ["ConsumerGroupStore", "CONSUMER_GROUPS_FILE_NAME"]
 

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..journal import Journal
+from ..persistence.journal import Journal
 
 __all__ = ["CommittedOffset", "GroupRecord", "MemberRecord", "OffsetStore", "OFFSETS_FILE_NAME"]
 

@@ -26,7 +26,7 @@ from ...acl_types import AclOperation as Operation
 from ...acl_types import AclPermissionType as Permission
 from ...acl_types import ResourcePatternType as PatternType
 from ...acl_types import ResourceType
-from ..atomic_file import PRIVATE, write_json_atomically
+from ..persistence.atomic_file import PRIVATE, write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
            "WILDCARD", "WILDCARD_PRINCIPAL"]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
 from ...sasl import SaslError
 from ...sasl.oauthbearer import (ERROR_CHALLENGE, ValidatedToken, parse_client_initial_response,
                                   validate_unsecured_token)
@@ -29,8 +30,8 @@ from .scram_store import ScramStore
 
 __all__ = ["Authenticator", "Step", "SASL_APIS"]
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
-SASL_APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS)
+# What a SASL listener serves before authentication.
+SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.API_VERSIONS})
 
 
 @dataclass

@@ -12,7 +12,7 @@ import logging
 import ssl
 
 from ...sasl import MECHANISMS
-from ..listeners import Listener
+from ..network.listeners import Listener
 from . import jwks, signed_tokens
 from .jaas import JaasEntry, parse_jaas, plain_users
 from .signed_tokens import SignedTokenValidator

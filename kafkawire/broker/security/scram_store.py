@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from ..atomic_file import PRIVATE, write_json_atomically
+from ..persistence.atomic_file import PRIVATE, write_json_atomically
 from ...sasl.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential, ScramMechanism
 
 __all__ = ["ScramStore", "parse_add_scram", "MECHANISM_BY_TYPE"]

@@ -22,6 +22,7 @@ from struct import Struct
 
 from crc32c import crc32c
 
+from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
@@ -247,7 +248,7 @@ class PartitionLog:
         now = now_ms if now_ms is not None else self.now_ms()
         return self.append_batch(self.validate(records, now), now_ms=now)
 
-    def validate(self, records: bytes | memoryview, now_ms: int, budget: DecompressionBudget | None = None) -> ValidatedBatch:
+    def validate(self, records: Bytes, now_ms: int, budget: DecompressionBudget | None = None) -> ValidatedBatch:
         """Check a Produce request's records against this log's config (raises LogAppendError), charging
         their expansion to the request's ``budget``. Reads nothing but the records and the config, so it
         may run on a worker thread while the loop appends."""

@@ -191,7 +191,7 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     log_append_time = config.log_append_time
     batch_says_log_append_time = bool(attributes & TIMESTAMP_TYPE_FLAG)
     new_max_timestamp = max_timestamp
-    records_data = None  # the records' bytes, once decompressed
+    records_data: bytes | memoryview | None = None  # the records' bytes, once decompressed
     if config.validate_records:
         columns = _read_columns(view, codec, budget, partition)
         records_data = columns.data

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..atomic_file import write_json_atomically
+from ..persistence.atomic_file import write_json_atomically
 
 __all__ = ["ProducerIdBlock"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..journal import Journal
+from ..persistence.journal import Journal
 from .metadata import TransactionMetadata, TxnState, TxnTransit
 
 __all__ = ["TransactionStateLog", "TRANSACTION_STATE_FILE_NAME"]

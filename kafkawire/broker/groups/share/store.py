@@ -16,7 +16,7 @@ import logging
 import uuid
 from pathlib import Path
 
-from ...journal import Journal
+from ...persistence.journal import Journal
 
 __all__ = ["ShareStateStore", "SHARE_GROUPS_FILE_NAME", "ShareKey", "StoredState"]
 

@@ -2,7 +2,11 @@
 (Kafka sends each to the coordinator FindCoordinator named, and answers NOT_COORDINATOR elsewhere)."""
 from __future__ import annotations
 
-from .node_view import GROUP, TRANSACTION
+from collections.abc import Callable
+from typing import Any
+
+from ...messages import ApiKey
+from ..node_view import GROUP, TRANSACTION
 
 __all__ = ["coordinator_keys"]
 
@@ -32,13 +36,22 @@ def _add_partitions(request, version):
     return [(TRANSACTION, request.v3_and_below_transactional_id)]
 
 
-_KEYS = {
-    8: _group, 9: _offset_fetch, 11: _group, 12: _group, 13: _group, 14: _group,
-    15: lambda request, version: [(GROUP, group) for group in request.groups],
-    22: _init_producer_id, 24: _add_partitions, 25: _transaction, 26: _transaction,
-    28: _group,  # TxnOffsetCommit goes to the group's coordinator
-    65: lambda request, version: [(TRANSACTION, tid) for tid in request.transactional_ids],
-    68: _group, 69: lambda request, version: [(GROUP, group) for group in request.group_ids],
+_KEYS: dict[int, Callable[[Any, int], list[tuple[int, str]]]] = {
+    ApiKey.OFFSET_COMMIT: _group,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.JOIN_GROUP: _group,
+    ApiKey.HEARTBEAT: _group,
+    ApiKey.LEAVE_GROUP: _group,
+    ApiKey.SYNC_GROUP: _group,
+    ApiKey.DESCRIBE_GROUPS: lambda request, version: [(GROUP, group) for group in request.groups],
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions,
+    ApiKey.ADD_OFFSETS_TO_TXN: _transaction,
+    ApiKey.END_TXN: _transaction,
+    ApiKey.TXN_OFFSET_COMMIT: _group,  # goes to the group's coordinator
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda request, version: [(TRANSACTION, tid) for tid in request.transactional_ids],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _group,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: lambda request, version: [(GROUP, group) for group in request.group_ids],
 }
 
 

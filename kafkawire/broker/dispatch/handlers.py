@@ -6,39 +6,39 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .apis.acls import AclApis
-from .apis.cluster import ClusterApis
-from .apis.consumer_groups import ConsumerGroupApis
-from .apis.configs import ConfigApis
-from .apis.fetch import FetchApi
-from .apis.group_admin import GroupAdminApis
-from .apis.list_offsets import ListOffsetsApi
-from .apis.metadata import MetadataApi
-from .apis.offsets import OffsetApis
-from .apis.partitions_admin import PartitionAdminApis
-from .apis.produce import ProduceHandler
-from .apis.producer_ids import ProducerIdApi
-from .apis.scram_credentials import ScramCredentialApis
-from .apis.share import ShareApis
-from .apis.share_offsets import ShareOffsetApis
-from .apis.state import BrokerState, RequestContext
-from .apis.telemetry import TelemetryApis
-from .apis.topics import TopicApis
-from .apis.transactions import TransactionApis
+from ..apis.acls import AclApis
+from ..apis.cluster import ClusterApis
+from ..apis.consumer_groups import ConsumerGroupApis
+from ..apis.configs import ConfigApis
+from ..apis.fetch import FetchApi
+from ..apis.group_admin import GroupAdminApis
+from ..apis.list_offsets import ListOffsetsApi
+from ..apis.metadata import MetadataApi
+from ..apis.offsets import OffsetApis
+from ..apis.partitions_admin import PartitionAdminApis
+from ..apis.produce import ProduceHandler
+from ..apis.producer_ids import ProducerIdApi
+from ..apis.scram_credentials import ScramCredentialApis
+from ..apis.share import ShareApis
+from ..apis.share_offsets import ShareOffsetApis
+from ..apis.state import BrokerState, RequestContext
+from ..apis.telemetry import TelemetryApis
+from ..apis.topics import TopicApis
+from ..apis.transactions import TransactionApis
 from .coordinator_keys import coordinator_keys
-from ..error_codes import ErrorCode
-from ..messages import ApiKey
-from .client_metrics import ClientMetrics
-from .config import BrokerConfig
+from ...error_codes import ErrorCode
+from ...messages import ApiKey
+from ..client_metrics import ClientMetrics
+from ..config.broker_config import BrokerConfig
 from .error_responses import error_response
-from .fetch import FetchPurgatory
-from .fetch_sessions import FetchSessionCache
-from .groups import GroupCoordinator
-from .node_view import NodeView, SingleNode
-from .security.acls import Authorizer, Operation, ResourceType
-from .security.scram_store import ScramStore
-from .topics import TopicManager
-from .transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
+from ..fetch.reads import FetchPurgatory
+from ..fetch.sessions import FetchSessionCache
+from ..groups import GroupCoordinator
+from ..node_view import NodeView, SingleNode
+from ..security.acls import Authorizer, Operation, ResourceType
+from ..security.scram_store import ScramStore
+from ..topics import TopicManager
+from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
 from .versions import served_versions, with_transaction_version
 
 __all__ = ["Handlers"]
@@ -99,28 +99,59 @@ class Handlers:
         self.share = ShareApis(self.state, shared.share if shared is not None else None)
         share_offsets = ShareOffsetApis(self.state, self.share)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
+        join_group = groups.membership.join_group
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
-            0: self.producer.produce, 1: fetch.fetch, 2: ListOffsetsApi(self.state).list_offsets, 3: metadata.metadata,
-            8: offsets.offset_commit, 9: offsets.offset_fetch, 10: cluster.find_coordinator,
-            11: group(11, lambda request, version, context: groups.membership.join_group(request, version, context.client_id,
-                                                                                context.client_host)),
-            12: group(12, _plain(groups.membership.heartbeat)), 13: group(13, _plain(groups.membership.leave_group)),
-            14: group(14, _plain(groups.membership.sync_group)), 15: self._describe_groups, 16: self._list_groups,
-            18: cluster.api_versions, 19: topic_apis.create_topics, 20: topic_apis.delete_topics,
-            22: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
-            24: txn.add_partitions_to_txn, 25: txn.add_offsets_to_txn, 26: txn.end_txn, 27: txn.write_txn_markers,
-            28: txn.txn_offset_commit, 29: acls.describe_acls, 30: acls.create_acls,
-            31: acls.delete_acls, 32: configs.describe_configs, 50: scram_apis.describe_user_scram_credentials,
-            51: scram_apis.alter_user_scram_credentials, 60: cluster.describe_cluster,
-            61: txn.describe_producers, 65: txn.describe_transactions, 66: txn.list_transactions,
-            68: consumer_groups.heartbeat, 69: consumer_groups.describe,
-            21: admin.delete_records, 23: admin.offset_for_leader_epoch, 33: configs.alter_configs,
-            35: admin.describe_log_dirs, 37: admin.create_partitions, 42: group_admin.delete_groups,
-            43: admin.elect_leaders, 44: configs.incremental_alter_configs, 47: group_admin.offset_delete,
-            71: telemetry.get_telemetry_subscriptions, 72: telemetry.push_telemetry,
-            75: admin.describe_topic_partitions,
-            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat, ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
-            ApiKey.SHARE_FETCH: self.share.share_fetch, ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
+            ApiKey.PRODUCE: self.producer.produce,
+            ApiKey.FETCH: fetch.fetch,
+            ApiKey.LIST_OFFSETS: ListOffsetsApi(self.state).list_offsets,
+            ApiKey.METADATA: metadata.metadata,
+            ApiKey.OFFSET_COMMIT: offsets.offset_commit,
+            ApiKey.OFFSET_FETCH: offsets.offset_fetch,
+            ApiKey.FIND_COORDINATOR: cluster.find_coordinator,
+            ApiKey.JOIN_GROUP: group(ApiKey.JOIN_GROUP, lambda request, version, context: join_group(
+                request, version, context.client_id, context.client_host)),
+            ApiKey.HEARTBEAT: group(ApiKey.HEARTBEAT, _plain(groups.membership.heartbeat)),
+            ApiKey.LEAVE_GROUP: group(ApiKey.LEAVE_GROUP, _plain(groups.membership.leave_group)),
+            ApiKey.SYNC_GROUP: group(ApiKey.SYNC_GROUP, _plain(groups.membership.sync_group)),
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.LIST_GROUPS: self._list_groups,
+            ApiKey.API_VERSIONS: cluster.api_versions,
+            ApiKey.CREATE_TOPICS: topic_apis.create_topics,
+            ApiKey.DELETE_TOPICS: topic_apis.delete_topics,
+            ApiKey.DELETE_RECORDS: admin.delete_records,
+            ApiKey.INIT_PRODUCER_ID: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: admin.offset_for_leader_epoch,
+            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+            ApiKey.END_TXN: txn.end_txn,
+            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
+            ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
+            ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+            ApiKey.CREATE_ACLS: acls.create_acls,
+            ApiKey.DELETE_ACLS: acls.delete_acls,
+            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+            ApiKey.ALTER_CONFIGS: configs.alter_configs,
+            ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+            ApiKey.DELETE_GROUPS: group_admin.delete_groups,
+            ApiKey.ELECT_LEADERS: admin.elect_leaders,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ApiKey.OFFSET_DELETE: group_admin.offset_delete,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
+            ApiKey.DESCRIBE_CLUSTER: cluster.describe_cluster,
+            ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.describe,
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions,
+            ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: admin.describe_topic_partitions,
+            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
+            ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
+            ApiKey.SHARE_FETCH: self.share.share_fetch,
+            ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.describe_offsets,
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_offsets,
             ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_offsets,
@@ -137,7 +168,7 @@ class Handlers:
         response = await self.groups.describe_groups(request, version)
         for described in response.groups:  # DESCRIBE on each group
             if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, described.group_id):
-                denied = error_response(15, type(request)(groups=[described.group_id]), version,
+                denied = error_response(ApiKey.DESCRIBE_GROUPS, type(request)(groups=[described.group_id]), version,
                                         ErrorCode.GROUP_AUTHORIZATION_FAILED)
                 response.groups = [denied.groups[0] if g is described else g for g in response.groups]
         return response

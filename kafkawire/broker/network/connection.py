@@ -18,34 +18,34 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .. import messages as m
-from ..error_codes import ErrorCode
-from ..errors import DecodeError
-from ..framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
-from ..sasl.redact import redact_token
-from .apis.controller_listener import CONTROLLER_APIS
-from .apis.produce import CLOSE_CONNECTION
-from .apis.state import RequestContext
-from .error_responses import error_response
+from ... import messages as m
+from ...error_codes import ErrorCode
+from ...errors import DecodeError
+from ...messages import ApiKey
+from ...framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
+from ...sasl.redact import redact_token
+from ..apis.controller_listener import CONTROLLER_APIS
+from ..apis.produce import CLOSE_CONNECTION
+from ..apis.state import RequestContext
+from ..dispatch.error_responses import error_response
 from .faults import DROP
-from .fetch_encoder import EncodedFetchResponse
+from ..fetch.encoder import EncodedFetchResponse
 from .listeners import Listener
-from .metrics import log_request, top_level_error
-from .security.authenticator import SASL_AUTHENTICATE, SASL_HANDSHAKE, Authenticator
-from .security.listener_security import ListenerSecurity
-from .security.tls import subject_dn
+from ..metrics import log_request, top_level_error
+from ..security.authenticator import Authenticator
+from ..security.listener_security import ListenerSecurity
+from ..security.tls import subject_dn
 from .sending import send_parts
-from .storage import FileRecords
+from ..storage import FileRecords
 
 if TYPE_CHECKING:
-    from ..codec.base import Bytes
-    from .server import Broker
+    from ...codec.base import Bytes
+    from ..server import Broker
 
 __all__ = ["Connection"]
 
 log = logging.getLogger("kafkawire.broker.server")
 
-_API_VERSIONS = 18
 _READ_SIZE = 1 << 16
 _SIZE = struct.Struct(">i")
 Response = Sequence["Bytes | FileRecords"] | None | Literal[False]
@@ -164,10 +164,10 @@ class Connection:
         served = handlers.versions.get(api_key) if handlers is not None else None
         if self.listener.controller and api_key not in CONTROLLER_APIS:  # not enabled on a controller listener
             served = None
-        if api_key == _API_VERSIONS and served is not None and version > served[1]:
+        if api_key == ApiKey.API_VERSIONS and served is not None and version > served[1]:
             body = m.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
-                m.ApiVersionsResponse.ApiVersion(api_key=_API_VERSIONS, min_version=served[0], max_version=served[1])])
-            return encode_response_parts(_API_VERSIONS, 0, correlation_id, body)
+                m.ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=served[0], max_version=served[1])])
+            return encode_response_parts(ApiKey.API_VERSIONS, 0, correlation_id, body)
         if served is None or not served[0] <= version <= served[1]:
             log.warning("closing connection from %s: API key %d version %d is not served", self.host, api_key, version)
             return False
@@ -178,7 +178,7 @@ class Connection:
             return False
         if trailing:  # served, as Kafka serves them (librdkafka's all-topics Metadata has 3 extra bytes)
             log.debug("%d bytes after the body of API key %d version %d from %s", trailing, api_key, version, self.host)
-        if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             response = await self._sasl(api_key, request, version)
         else:
             if isinstance(request, m.ApiVersionsRequest) and version >= 3:
@@ -217,7 +217,7 @@ class Connection:
             log_request(api_key, version, context.client_id, self.host, seconds, error)
 
     def _injected(self, api_key: int, request: Any, version: int, code: int) -> Any:
-        """The answer to a request failed on command (``broker.faults``): the API's error response."""
+        """The answer to a request failed on command (``network.faults``): the API's error response."""
         response = error_response(api_key, request, version, code)
         if response is None or (isinstance(request, m.ProduceRequest) and request.acks == 0):
             return False  # no error response (or acks=0): Kafka closes the connection
@@ -239,11 +239,11 @@ class Connection:
     async def _sasl(self, api_key: int, request: Any, version: int) -> Any:
         auth = self.auth
         if auth is None:  # SASL on a listener without it: Kafka's KafkaApis answers ILLEGAL_SASL_STATE
-            if api_key == SASL_HANDSHAKE:
+            if api_key == ApiKey.SASL_HANDSHAKE:
                 return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
             return m.SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                                               error_message="SASL is not enabled on this listener", auth_bytes=b"")
-        if api_key == SASL_HANDSHAKE:
+        if api_key == ApiKey.SASL_HANDSHAKE:
             error, mechanisms = auth.handshake(request.mechanism, version)
             if error:
                 self._close_after_response = True
@@ -278,7 +278,7 @@ class Connection:
             return _SIZE.pack(len(token)) + token
         try:
             api_key, version, _ = peek_request(frame)
-            if api_key == SASL_AUTHENTICATE:
+            if api_key == ApiKey.SASL_AUTHENTICATE:
                 header, request, _ = read_request(frame)
                 assert isinstance(request, m.SaslAuthenticateRequest)
                 request.auth_bytes = redact_token(auth.mechanism, bytes(request.auth_bytes))

@@ -11,61 +11,61 @@ oldest versions are those Kafka 4.0 kept after KIP-896), with two rules:
 """
 from __future__ import annotations
 
-from .. import messages
-from ..messages import ApiKey
+from ... import messages
+from ...messages import ApiKey
 
 __all__ = ["SERVED_APIS", "TRANSACTION_V2_VERSIONS", "with_transaction_version", "UPSTREAM_NEWEST", "SUPPORTED_VERSIONS", "UPSTREAM_VERSIONS", "served_versions"]
 
 # API keys with a handler.
 SERVED_APIS = (
-    0,  # Produce
-    1,  # Fetch
-    2,  # ListOffsets
-    3,  # Metadata
-    8,  # OffsetCommit
-    9,  # OffsetFetch
-    10,  # FindCoordinator
-    11,  # JoinGroup
-    12,  # Heartbeat
-    13,  # LeaveGroup
-    14,  # SyncGroup
-    15,  # DescribeGroups
-    16,  # ListGroups
-    17,  # SaslHandshake
-    18,  # ApiVersions
-    19,  # CreateTopics
-    20,  # DeleteTopics
-    21,  # DeleteRecords
-    22,  # InitProducerId
-    23,  # OffsetForLeaderEpoch
-    24,  # AddPartitionsToTxn
-    25,  # AddOffsetsToTxn
-    26,  # EndTxn
-    27,  # WriteTxnMarkers
-    28,  # TxnOffsetCommit
-    29,  # DescribeAcls
-    30,  # CreateAcls
-    31,  # DeleteAcls
-    32,  # DescribeConfigs
-    33,  # AlterConfigs
-    35,  # DescribeLogDirs
-    36,  # SaslAuthenticate
-    37,  # CreatePartitions
-    42,  # DeleteGroups
-    43,  # ElectLeaders
-    44,  # IncrementalAlterConfigs
-    47,  # OffsetDelete
-    50,  # DescribeUserScramCredentials
-    51,  # AlterUserScramCredentials
-    60,  # DescribeCluster
-    61,  # DescribeProducers
-    65,  # DescribeTransactions
-    66,  # ListTransactions
-    68,  # ConsumerGroupHeartbeat
-    69,  # ConsumerGroupDescribe
-    71,  # GetTelemetrySubscriptions
-    72,  # PushTelemetry
-    75,  # DescribeTopicPartitions
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.METADATA,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.JOIN_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS,
+    ApiKey.SASL_HANDSHAKE,
+    ApiKey.API_VERSIONS,
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS,
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.WRITE_TXN_MARKERS,
+    ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.DESCRIBE_ACLS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.DESCRIBE_LOG_DIRS,
+    ApiKey.SASL_AUTHENTICATE,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.ELECT_LEADERS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.OFFSET_DELETE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.DESCRIBE_PRODUCERS,
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    ApiKey.LIST_TRANSACTIONS,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKey.PUSH_TELEMETRY,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS,
     ApiKey.SHARE_GROUP_HEARTBEAT,
     ApiKey.SHARE_GROUP_DESCRIBE,
     ApiKey.SHARE_FETCH,
@@ -78,15 +78,15 @@ SERVED_APIS = (
 # The versions that need transaction version 2 (KIP-890 part 2): a cluster finalized below it serves
 # the version before (Produce v12 adds partitions implicitly, EndTxn v5 bumps the epoch, TxnOffsetCommit
 # v5 adds the group's offsets partition).
-TRANSACTION_V2_VERSIONS = {0: 12, 26: 5, 28: 5}
+TRANSACTION_V2_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 12, ApiKey.END_TXN: 5, ApiKey.TXN_OFFSET_COMMIT: 5}
 
 # APIs that kafkawire's overlays (schemas/kip-1178/) take past Kafka 4.3: API key -> upstream's newest.
-UPSTREAM_NEWEST = {1: 18}  # Fetch: v19 is KIP-1178's
+UPSTREAM_NEWEST: dict[int, int] = {ApiKey.FETCH: 18}  # v19 is KIP-1178's
 
 
 def served_versions(upstream: bool = False) -> dict[int, tuple[int, int]]:
     """API key -> (oldest, newest) advertised; with ``upstream``, Kafka 4.3's ranges exactly."""
-    served = {}
+    served: dict[int, tuple[int, int]] = {}
     for key in SERVED_APIS:
         info = messages.api(key)
         low, high = info.valid_versions

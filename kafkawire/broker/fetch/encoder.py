@@ -16,16 +16,17 @@ or those the read found (read_committed).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from struct import Struct
 from typing import NamedTuple
 
-from ..codec.primitives import uvarint
-from .fetch import PartitionRead
-from .versions import SUPPORTED_VERSIONS
+from ...codec.primitives import uvarint
+from ...messages import ApiKey
+from .reads import PartitionRead
+from ..dispatch.versions import SUPPORTED_VERSIONS
 
 __all__ = ["EncodedFetchResponse", "encode_fetch_response"]
 
-_FETCH = 1
 _INT16 = Struct(">h").pack
 _INT32 = Struct(">i").pack
 _TOP_V4 = Struct(">i")  # throttle_time_ms
@@ -51,7 +52,7 @@ class _Layout(NamedTuple):
     session_fields: bool  # v7+: error_code and session_id at the top
     log_start_offset: bool  # v5+
     middle: bytes  # aborted transactions (null or empty) and, v11+, preferred_read_replica -1
-    length: object  # writes an array's or the records' length: int32, compact (+1 varint) from v12
+    length: Callable[[int], bytes]  # writes an array's or the records' length: int32, compact (+1 varint) from v12
     replica: bytes  # v11+: preferred_read_replica -1 (what follows a non-empty aborted list)
 
     @property
@@ -71,7 +72,7 @@ def _layout(version: int, read_committed: bool) -> _Layout:
 
 
 _LAYOUTS = {(version, committed): _layout(version, committed)
-            for version in range(SUPPORTED_VERSIONS[_FETCH][0], SUPPORTED_VERSIONS[_FETCH][1] + 1)
+            for version in range(SUPPORTED_VERSIONS[ApiKey.FETCH][0], SUPPORTED_VERSIONS[ApiKey.FETCH][1] + 1)
             for committed in (False, True)}
 
 
@@ -82,7 +83,7 @@ class EncodedFetchResponse:
     message wherever a body is framed the generic way (``framing.encode_response_parts``)."""
 
     __slots__ = ("version", "parts", "size")
-    API_KEY = _FETCH
+    API_KEY = ApiKey.FETCH
     NAME = "FetchResponse"
 
     def __init__(self, version: int, parts: list, size: int):

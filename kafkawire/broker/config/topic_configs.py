@@ -17,10 +17,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..error_codes import ErrorCode
-from .atomic_file import write_json_atomically
-from .config import PROPERTIES, BrokerConfig
-from .storage import LogConfig
+from ...error_codes import ErrorCode
+from ..persistence.atomic_file import write_json_atomically
+from .broker_config import PROPERTIES, BrokerConfig
+from ..storage import LogConfig
 
 __all__ = ["ConfigError", "ConfigEntry", "TopicConfigs", "TOPIC_CONFIGS", "BROKER_LOG_CONFIGS", "ConfigSource",
            "ConfigType"]

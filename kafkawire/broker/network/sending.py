@@ -17,10 +17,10 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from .storage import FileRecords
+from ..storage import FileRecords
 
 if TYPE_CHECKING:
-    from ..codec.base import Bytes
+    from ...codec.base import Bytes
 
 __all__ = ["send_parts"]
 

@@ -18,9 +18,10 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from ..error_codes import ErrorCode
-from .fetch_sessions import SessionPartition
-from .storage import FileRecords, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ...error_codes import ErrorCode
+from .sessions import SessionPartition
+from ..storage import FileRecords, LogOffsetMetadata, LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage.transaction_index import AbortedTxn
 
 __all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
 
@@ -47,8 +48,8 @@ class PartitionRead:
     log_start_offset: int = -1
     remote: bool = False  # read from the remote tier
     denied: bool = False  # the principal may not READ the topic (TOPIC_AUTHORIZATION_FAILED)
-    fetch_metadata: object = None  # where the read started in the log, for parked fetches
-    aborted: list = None  # read_committed: the aborted transactions overlapping the records (AbortedTxn)
+    fetch_metadata: LogOffsetMetadata | None = None  # where the read started in the log, for parked fetches
+    aborted: list[AbortedTxn] | None = None  # read_committed: the aborted transactions overlapping the records
     refused: ErrorCode = ErrorCode.NONE  # the node does not lead it (or the leader epoch is wrong): not read
     current_leader: tuple[int, int] | None = None  # (leader id, epoch) told with NOT_LEADER_OR_FOLLOWER
 
@@ -76,6 +77,7 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.error = ErrorCode.INVALID_REQUEST  # a negative size: Kafka's log read refuses it too
             continue
         adjusted = min(request.partition_max_bytes, limit)
+        records: bytes | FileRecords
         try:
             # the watermarks the read returns are snapshots taken before it, as Partition.readRecords takes them
             result = log.read(request.fetch_offset, adjusted, min_one_message,
@@ -101,11 +103,11 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.fetch_metadata = result.fetch_offset_metadata
             records = result.records
             if result.first_entry_incomplete and not hard_max_bytes_limit:
-                if type(records) is FileRecords:
+                if isinstance(records, FileRecords):
                     records.close()
                 records = b""
-            if read_committed and records:
-                start = result.fetch_offset_metadata
+            start = result.fetch_offset_metadata  # a local read's: never None
+            if read_committed and records and start is not None:
                 read.aborted = log.aborted_transactions(request.fetch_offset, start.relative_position, len(records),
                                                         start.segment_base_offset)
         read.records = records
@@ -124,19 +126,22 @@ def _snapshot_offsets(read: PartitionRead, log: PartitionLog) -> None:
 
 
 async def _read_remote(read: PartitionRead, limit: int, min_one_message: bool, use_remote_max_bytes: bool,
-                       wait_s: float, read_committed: bool) -> bytes:
+                       wait_s: float, read_committed: bool) -> bytes | FileRecords:
     request = read.request
     partition_limit = request.partition_max_bytes
     if use_remote_max_bytes and request.remote_partition_max_bytes is not None:
         partition_limit = request.remote_partition_max_bytes
     max_bytes = min(partition_limit, limit)
 
-    def remote_read():
-        result = read.log.read_remote(request.fetch_offset, max_bytes, min_one_message)
+    partition_log = read.log
+    assert partition_log is not None  # only a partition with a log is read remotely
+
+    def remote_read() -> LogRead:
+        result = partition_log.read_remote(request.fetch_offset, max_bytes, min_one_message)
         if read_committed and result.records:
             # a remote read never spans segments, and the tier lies below the last stable offset
-            upper = read.log.offset_after_remote_segment(request.fetch_offset)
-            result.aborted = read.log.aborted_transactions_from_remote(request.fetch_offset, upper)
+            upper = partition_log.offset_after_remote_segment(request.fetch_offset)
+            result.aborted = partition_log.aborted_transactions_from_remote(request.fetch_offset, upper)
         return result
 
     task = asyncio.ensure_future(asyncio.to_thread(remote_read))
@@ -191,8 +196,8 @@ class DelayedFetch:
 class FetchPurgatory:
     """Parked fetches, watched by partition."""
 
-    def __init__(self):
-        self._watchers: dict[tuple[str, int], set[DelayedFetch]] = {}
+    def __init__(self) -> None:
+        self._watchers: dict[tuple[str | None, int], set[DelayedFetch]] = {}
 
     def __len__(self) -> int:
         return len({id(d) for watchers in self._watchers.values() for d in watchers})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ..error_codes import ErrorCode
+from ...error_codes import ErrorCode
 
 __all__ = ["ROOT_LOGGER", "VALID_LOG_LEVELS", "LoggerError", "logger_levels", "alter_logger_levels"]
 

@@ -8,22 +8,30 @@ request it cannot answer).
 """
 from __future__ import annotations
 
-from .. import messages as m
-from ..codec.primitives import ZERO_UUID
+from collections.abc import Callable
+from typing import Any
+
+from ... import messages as m
+from ...codec.primitives import ZERO_UUID
+from ...messages import ApiKey
 
 __all__ = ["error_response"]
 
 # APIs whose response has a top-level ErrorCode at every version this broker serves.
-_TOP_LEVEL = {11: m.JoinGroupResponse, 12: m.HeartbeatResponse, 13: m.LeaveGroupResponse,
-              14: m.SyncGroupResponse, 16: m.ListGroupsResponse, 17: m.SaslHandshakeResponse,
-              18: m.ApiVersionsResponse, 22: m.InitProducerIdResponse, 25: m.AddOffsetsToTxnResponse,
-              26: m.EndTxnResponse, 29: m.DescribeAclsResponse, 66: m.ListTransactionsResponse,
-              68: m.ConsumerGroupHeartbeatResponse,
-              36: m.SaslAuthenticateResponse, 50: m.DescribeUserScramCredentialsResponse,
-              60: m.DescribeClusterResponse, 47: m.OffsetDeleteResponse,
-              71: m.GetTelemetrySubscriptionsResponse, 72: m.PushTelemetryResponse,
-              76: m.ShareGroupHeartbeatResponse, 78: m.ShareFetchResponse, 79: m.ShareAcknowledgeResponse,
-              91: m.AlterShareGroupOffsetsResponse, 92: m.DeleteShareGroupOffsetsResponse}
+_TOP_LEVEL: dict[int, Callable[..., Any]] = {response.API_KEY: response for response in (
+    m.JoinGroupResponse, m.HeartbeatResponse, m.LeaveGroupResponse, m.SyncGroupResponse, m.ListGroupsResponse,
+    m.SaslHandshakeResponse, m.ApiVersionsResponse, m.InitProducerIdResponse, m.AddOffsetsToTxnResponse,
+    m.EndTxnResponse, m.DescribeAclsResponse, m.ListTransactionsResponse, m.ConsumerGroupHeartbeatResponse,
+    m.SaslAuthenticateResponse, m.DescribeUserScramCredentialsResponse, m.DescribeClusterResponse,
+    m.OffsetDeleteResponse, m.GetTelemetrySubscriptionsResponse, m.PushTelemetryResponse,
+    m.ShareGroupHeartbeatResponse, m.ShareFetchResponse, m.ShareAcknowledgeResponse,
+    m.AlterShareGroupOffsetsResponse, m.DeleteShareGroupOffsetsResponse)}
+# ... of which these also name a producer (none: -1) and these carry the error's message.
+_WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
+_WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                           ApiKey.DESCRIBE_CLUSTER, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_HEARTBEAT,
+                           ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                           ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -31,9 +39,9 @@ def error_response(api_key: int, request, version: int, code: int, message: str 
     top = _TOP_LEVEL.get(api_key)
     if top is not None:
         response = top(error_code=code)
-        if api_key in (22, 26):
+        if api_key in _WITH_PRODUCER:
             response.producer_id, response.producer_epoch = -1, -1
-        if api_key in (29, 36, 50, 60, 68, 76, 78, 79, 91, 92):
+        if api_key in _WITH_MESSAGE:
             response.error_message = message
         return response
     builder = _BUILDERS.get(api_key)
@@ -250,11 +258,36 @@ def _describe_share_group_offsets(request, version, code, message):
         group_id=group.group_id, error_code=code, error_message=message) for group in request.groups])
 
 
-_BUILDERS = {0: _produce, 1: _fetch, 77: _share_group_describe, 90: _describe_share_group_offsets, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
-             10: _find_coordinator, 15: _describe_groups, 19: _create_topics, 20: _delete_topics,
-             24: _add_partitions_to_txn, 27: _write_txn_markers, 28: _txn_offset_commit, 30: _create_acls,
-             31: _delete_acls, 32: _describe_configs, 51: _alter_scram, 61: _describe_producers,
-             65: _describe_transactions, 21: _delete_records, 23: _offset_for_leader_epoch,
-             33: _alter_configs(m.AlterConfigsResponse), 35: _describe_log_dirs, 37: _create_partitions,
-             42: _delete_groups, 43: _elect_leaders, 44: _alter_configs(m.IncrementalAlterConfigsResponse),
-             75: _describe_topic_partitions, 69: _consumer_group_describe}
+_BUILDERS: dict[int, Callable[..., Any]] = {
+    ApiKey.SHARE_GROUP_DESCRIBE: _share_group_describe,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+    ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+}

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..error_codes import ErrorCode
+from ...error_codes import ErrorCode
 
 __all__ = ["FetchSessionCache", "SessionPartition", "FetchContext", "INITIAL_EPOCH", "FINAL_EPOCH"]
 
@@ -77,7 +78,8 @@ class FetchContext:
 
 
 class FetchSessionCache:
-    def __init__(self, slots: int = 1000, eviction_ms: int = 120_000, clock=time.monotonic):
+    def __init__(self, slots: int = 1000, eviction_ms: int = 120_000,
+                 clock: Callable[[], float] = time.monotonic):
         self.slots = slots
         self.eviction_s = eviction_ms / 1000
         self.clock = clock

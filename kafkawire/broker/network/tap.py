@@ -18,7 +18,7 @@ import time
 from typing import BinaryIO
 from pathlib import Path
 
-from ..pcap.writer import TcpConversationWriter, file_header
+from ...pcap.writer import TcpConversationWriter, file_header
 
 __all__ = ["WireTap"]
 

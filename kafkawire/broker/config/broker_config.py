@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .groups.consumer_assignors import ASSIGNORS
+from ..groups.consumer_assignors import ASSIGNORS
 from .kafka_properties import known_kafka_property
-from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
+from ..network.listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from typing import Any
 
 __all__ = ["BrokerConfig", "PROPERTIES", "SECURITY_SETTINGS", "MAX_RECORDS_PER_USER_OP", "is_security_setting"]
@@ -89,7 +89,7 @@ class BrokerConfig:
     remote_read_latency_ms: float = 0.0
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms
     topic_defaults: dict[str, str] = field(default_factory=dict)  # default topic configs by Kafka name
-    tap_path: Path | None = None  # write the broker's own traffic here as pcapng (kafkawire.broker.tap)
+    tap_path: Path | None = None  # write the broker's own traffic here as pcapng (kafkawire.broker.network.tap)
     # listeners: NAME://host:port,...; unset, one PLAINTEXT listener on host and port
     listeners: str | None = None
     advertised_listeners: str | None = None  # advertised.listeners, by listener name
