@@ -13,9 +13,9 @@ import pytest
 
 from kafkawire import messages as m
 from kafkawire.client import AsyncConsumer, AsyncProducer
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.consumer_protocol_member import ConsumerProtocolMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.consumer_protocol_member import ConsumerProtocolMember
+from kafkawire.client.core.group.protocol import (
     Coordinator, GroupFailure, MemberState, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from kafkawire.client.core.topic_partition import TopicPartition as TP

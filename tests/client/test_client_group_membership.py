@@ -1,4 +1,4 @@
-"""The sans-IO group membership (kafkawire.client.core.group_membership, run as a GroupMember) driven by
+"""The sans-IO group membership (kafkawire.client.core.group.membership, run as a GroupMember) driven by
 hand-built responses, every request encoded and every response decoded at the request's version: finding
 the coordinator, joining, syncing, the leader's assignment, heartbeats, rebalances, each error, timeouts.
 """
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from kafkawire import messages as m
-from kafkawire.client.core.assignors import (
+from kafkawire.client.core.group.assignors import (
     Subscription, decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 )
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.group_member import GroupMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import (
     CommitCompleted, CommittedOffsets, Coordinator, GroupFailure, MemberState, OffsetAndMetadata,
     PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )

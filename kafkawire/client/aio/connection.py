@@ -46,7 +46,7 @@ from kafkawire.framing import DEFAULT_MAX_FRAME, Correlator
 from kafkawire.messages import ApiVersionsRequest
 from kafkawire.messages import api as _api
 
-from ..core.consumer_memory import Lease, MemoryPool
+from ..core.consumer.memory import Lease, MemoryPool
 from ..core.sasl_client import reauthentication_delay_ms
 from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 from .authentication import ConnectionSecurity

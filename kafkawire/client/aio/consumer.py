@@ -37,13 +37,13 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import ListOffsetsRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
-from ..core.consumer_config import ConsumerConfig
-from ..core.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.consumer_record import ConsumerRecord
-from ..core.fetcher import Fetcher
-from ..core.consumer_protocol_member import ConsumerProtocolMember
-from ..core.group_member import GroupMember
-from ..core.group_protocol import (
+from ..core.consumer.config import ConsumerConfig
+from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
+from ..core.consumer.record import ConsumerRecord
+from ..core.consumer.fetcher import Fetcher
+from ..core.group.consumer_protocol_member import ConsumerProtocolMember
+from ..core.group.member import GroupMember
+from ..core.group.protocol import (
     CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from ..core.properties import resolve

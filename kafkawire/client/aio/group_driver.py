@@ -1,4 +1,4 @@
-"""GroupDriver: the consumer's GroupMember (``kafkawire.client.core.group_member``, sans I/O) run by a
+"""GroupDriver: the consumer's GroupMember (``kafkawire.client.core.group.member``, sans I/O) run by a
 task of its own.
 
 The task sends what the member asks for (to any broker, or to the coordinator over a connection of its
@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ..core.group_member import GroupMember
-from ..core.group_protocol import CommitCompleted, CommittedOffsets, GroupFailure, OutgoingRequest
+from ..core.group.member import GroupMember
+from ..core.group.protocol import CommitCompleted, CommittedOffsets, GroupFailure, OutgoingRequest
 from ..errors import GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
 from .connection import COORDINATOR_ROLE, BrokerConnection
 from .connection_manager import ConnectionManager

@@ -10,7 +10,7 @@ The common case is one synchronous step, with no coroutine of its own per record
 partitions are known (cached per topic with its sticky partition, until metadata changes) and the
 partition's open batch has room, so the record is written in place (``RecordAccumulator.try_append``).
 Otherwise ``send`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory``
-in the BufferPool (``producer_memory``). Once an append gives the sender work (a new batch, or one at ``batch.size``), a
+in the BufferPool (``core.producer.memory``). Once an append gives the sender work (a new batch, or one at ``batch.size``), a
 send yields to the event loop once, at most every 2 ms (or linger.ms if less), so a loop that never
 waits still has its batches sent, several to a request.
 
@@ -45,17 +45,17 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.accumulator import AppendResult, RecordAccumulator
+from ..core.producer.accumulator import AppendResult, RecordAccumulator
 from ..core.cluster_metadata import ClusterMetadata
-from ..core.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.delivery import RecordFuture, RecordMetadata
-from ..core.group_protocol import OffsetAndMetadata
-from ..core.partitioner import Partitioner, StickyState, partition_for_key
-from ..core.producer_config import ProducerConfig
-from ..core.producer_memory import Allocation, BufferPool
+from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
+from ..core.producer.delivery import RecordFuture, RecordMetadata
+from ..core.group.protocol import OffsetAndMetadata
+from ..core.producer.partitioner import Partitioner, StickyState, partition_for_key
+from ..core.producer.config import ProducerConfig
+from ..core.producer.memory import Allocation, BufferPool
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
-from ..core.transaction_manager import TransactionManager
+from ..core.transactions.manager import TransactionManager
 from ..errors import (
     AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
