@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
+from kafkawire.records.appender import HeaderPair
 from kafkawire.records.batch import increment_sequence
 
 from ...errors import AccumulatorClosed, DeliveryTimeout, RecordTooLarge
@@ -60,7 +61,7 @@ class ReadyCheck(NamedTuple):
 
 
 class RecordAccumulator:
-    def __init__(self, config: ProducerConfig, pool: BufferPool | None = None):
+    def __init__(self, config: ProducerConfig, pool: BufferPool | None = None) -> None:
         self.config = config
         self.pool = pool if pool is not None else BufferPool(config.buffer_memory, config.batch_size)
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
@@ -85,9 +86,14 @@ class RecordAccumulator:
         # added to the transaction may be sent (``may_send``, set by the driver)
         self.transactional = config.transactional_id is not None
         self.may_send: Callable[[TopicPartition], bool] | None = None
+        # the sizes ProducerConfig resolves from others (None only in a config not built yet)
+        self._batch_initial_size = _resolved(config.batch_initial_size)
+        self._batch_limit = min(_resolved(config.batch_max_size), self.pool.total_memory)
+        self.delivery_timeout_ms = _resolved(config.delivery_timeout_ms)
 
     # ---- appending -------------------------------------------------------------------------------
-    def try_append(self, topic: str, partition: int, key, value, headers, timestamp_ms: int) -> tuple[
+    def try_append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                   headers: Iterable[HeaderPair], timestamp_ms: int) -> tuple[
             RecordFuture, int, bool, bool] | None:
         """``append`` without waiting, the producer's per-record path: the record goes into the
         partition's open batch in one call when it has room; otherwise ``append`` grows that batch
@@ -100,7 +106,9 @@ class RecordAccumulator:
         if batch is not None:
             appender = batch.appender
             try:
-                size = appender.append(key, value, headers, timestamp_ms, None, batch.records_limit)
+                # a tuple or list; anything else raises TypeError here and takes append()'s path
+                size = appender.append(key, value, headers, timestamp_ms, None,  # type: ignore[arg-type]
+                                       batch.records_limit)
             except (TypeError, ValueError, OverflowError):
                 size = -1  # append() below refuses it with a message naming the partition
             if size >= 0:
@@ -115,11 +123,24 @@ class RecordAccumulator:
         result = self.append(topic, partition, key, value, headers, timestamp_ms, self.pool.clock_ms(), wait=False)
         if result is None:
             return None
+        assert result.future is not None  # (None only with a pending allocation, which wait=False never makes)
         return (result.future, result.appended_bytes, result.batch_is_full,
                 result.new_batch_created or result.batch_is_full)
 
+    @overload
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-               headers: Iterable = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
+               headers: Iterable[HeaderPair] = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
+               allocation: Allocation | None = None, max_block_ms: float | None = None,
+               wait: Literal[True] = True) -> AppendResult: ...
+
+    @overload
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: Iterable[HeaderPair] = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
+               allocation: Allocation | None = None, max_block_ms: float | None = None,
+               wait: Literal[False]) -> AppendResult | None: ...
+
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: Iterable[HeaderPair] = (), timestamp_ms: int | None = None, now_ms: float = 0, *,
                allocation: Allocation | None = None, max_block_ms: float | None = None,
                wait: bool = True) -> AppendResult | None:
         """Add a record to the partition's last batch, growing it or starting a new one.
@@ -178,7 +199,7 @@ class RecordAccumulator:
             raise
         queue.append(batch)
         self._incomplete.add(batch)
-        if buffer.capacity <= min(self.config.batch_max_size, self.pool.total_memory):
+        if buffer.capacity <= self._batch_limit:
             self._open[tp] = batch
         else:
             batch.close()  # a record past batch.max.size has a batch of its own
@@ -186,14 +207,16 @@ class RecordAccumulator:
         batch.full_signalled = full
         return AppendResult(future, full, True, size)
 
-    def _try_append(self, batch: ProducerBatch, key, value, headers, timestamp: int, bound: int):
+    def _try_append(self, batch: ProducerBatch, key: bytes | None, value: bytes | None,
+                    headers: tuple[HeaderPair, ...], timestamp: int, bound: int) -> tuple[RecordFuture, int] | None:
         appended = batch.try_append(key, value, headers, timestamp)  # it fits as it is
         if appended is not None:
             return appended
         needed = batch.estimated_size(bound)
         if needed > batch.capacity:
             capacity = self._grown_capacity(batch.capacity, needed)
-            grown = self.pool.reallocate(batch.buffer, capacity) if capacity is not None else None
+            current = batch.buffer  # (an open batch always has its buffer)
+            grown = self.pool.reallocate(current, capacity) if capacity is not None and current is not None else None
             if grown is None:
                 self._close(batch)  # at batch.max.size, or memory is short: the next record starts a new batch
                 return None
@@ -201,7 +224,7 @@ class RecordAccumulator:
         return batch.append(key, value, headers, timestamp)
 
     def _first_capacity(self, needed: int) -> int:
-        initial = self.config.batch_initial_size
+        initial = self._batch_initial_size
         if needed <= initial:
             return initial
         if initial == 0:
@@ -211,7 +234,7 @@ class RecordAccumulator:
 
     def _grown_capacity(self, capacity: int, needed: int) -> int | None:
         """The first growth step from ``capacity`` that holds ``needed`` bytes, None past batch.max.size."""
-        limit = min(self.config.batch_max_size, self.pool.total_memory)
+        limit = self._batch_limit
         batch_size = self.config.batch_size
         factor = self.config.batch_reallocation_factor
         if needed > limit:
@@ -281,7 +304,7 @@ class RecordAccumulator:
         if not head.has_sequence:
             return False
         order = self._unacknowledged.get(head.tp)
-        return bool(order) and order[0] is not head
+        return order is not None and bool(order) and order[0] is not head
 
     # ---- draining --------------------------------------------------------------------------------
     def drain(self, cluster_leaders: Mapping[TopicPartition, int | None], nodes: Iterable[int],
@@ -337,6 +360,7 @@ class RecordAccumulator:
         tp = batch.tp
         if self.config.enable_idempotence and not batch.has_sequence:
             sequence = self._next_sequence.get(tp, 0)
+            assert self.producer_id is not None  # ready() holds idempotent batches back until it is known
             batch.set_producer_state(self.producer_id, self.producer_epoch, sequence)
             self._next_sequence[tp] = increment_sequence(sequence, batch.record_count)
             self._unacknowledged.setdefault(tp, []).append(batch)
@@ -391,13 +415,13 @@ class RecordAccumulator:
 
     def expire_batches(self, now_ms: float) -> list[ProducerBatch]:
         """Fail and free the queued batches created ``delivery.timeout.ms`` ago or more."""
-        oldest = now_ms - self.config.delivery_timeout_ms  # created at or before this: expired
-        timeout = self.config.delivery_timeout_ms
-        expired = []
+        timeout = self.delivery_timeout_ms
+        oldest = now_ms - timeout  # created at or before this: expired
+        expired: list[ProducerBatch] = []
         for tp, queue in self._batches.items():
             if not any(batch.created_ms <= oldest for batch in queue):
                 continue  # the usual case, checked without building anything
-            kept = deque()
+            kept: deque[ProducerBatch] = deque()
             for batch in queue:
                 (expired if batch.created_ms <= oldest else kept).append(batch)
             self._batches[tp] = kept
@@ -506,7 +530,14 @@ def _bytes_like(data: object) -> bool:
     return True
 
 
-def _check_record(tp: TopicPartition, key, value, headers: tuple, timestamp_ms) -> None:
+def _resolved(size: int | None) -> int:
+    if size is None:
+        raise ValueError("the producer config is not resolved: build it with ProducerConfig(...)")
+    return size
+
+
+def _check_record(tp: TopicPartition, key: object, value: object, headers: tuple[object, ...],
+                  timestamp_ms: object) -> None:
     """Refuse malformed records before any memory is taken for them (what the record appender would
     refuse, with the partition named)."""
     where = f"{tp.topic}-{tp.partition}"

@@ -76,9 +76,9 @@ class ProducerBatch:
     estimate, so an append can check its room in the appender's own call (``try_append``);
     ``full_at`` is the records size at which the batch reaches ``batch_size`` (ready to send)."""
 
-    def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float, *, codec: Codec = Codec.NONE,
-                 compression_level: int | None = None, compression_ratio: float = 1.0,
-                 batch_size: int | None = None, waitable: int | None = None,
+    def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float, *, batch_size: int,
+                 codec: Codec = Codec.NONE, compression_level: int | None = None, compression_ratio: float = 1.0,
+                 waitable: int | None = None,
                  loop_waiter: LoopWaiter | None = None):
         self.tp = tp
         self.created_ms = created_ms
@@ -92,7 +92,7 @@ class ProducerBatch:
         self.builder = RecordBatchBuilder(compression=self.codec, compression_level=compression_level)
         self.appender = self.builder.appender
         self.result = BatchResult(tp.topic, tp.partition, waitable, loop_waiter)
-        self.full_at = _records_at_least(batch_size, self.size_factor) if batch_size is not None else None
+        self.full_at = _records_at_least(batch_size, self.size_factor)
         self.full_signalled = False  # try_append has reported the batch full once
         self.records_limit = 0
         self.buffer = buffer
