@@ -22,21 +22,21 @@ import uuid
 from collections.abc import Mapping
 
 from kafkawire.error_codes import ErrorCode
-from kafkawire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from kafkawire.messages import ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 from ...errors import GroupError
 from ..consumer.config import ConsumerConfig
 from .member import GroupMember, _OffsetFetch
+from .membership import ResponseHandler
 from .protocol import (
     COORDINATOR_ERRORS, RETRIABLE_CODES, Generation, MemberState, OffsetAndMetadata, OutgoingRequest,
     PartitionsAssigned, PartitionsRevoked, error_name, group_error,
 )
 from ..topic_partition import TopicPartition
 
-__all__ = ["ConsumerProtocolMember", "CONSUMER_GROUP_HEARTBEAT", "CONSUMER_HEARTBEAT_VERSIONS"]
+__all__ = ["ConsumerProtocolMember", "CONSUMER_HEARTBEAT_VERSIONS"]
 
 E = ErrorCode
-CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_HEARTBEAT_VERSIONS = (1, 1)  # v1: the member makes its own id (KIP-1082)
 _LEAVE_EPOCH, _STATIC_LEAVE_EPOCH = -1, -2
 _FENCED = frozenset({E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID})
@@ -58,6 +58,9 @@ class ConsumerProtocolMember(GroupMember):
         self._revoking = False  # partitions revoked: report them gone once the application let them go
         self._join_retry_at = float("inf")  # (the classic JoinGroup clock: unused here)
 
+    def _response_handlers(self) -> dict[ApiKey, ResponseHandler]:
+        return {**super()._response_handlers(), ApiKey.CONSUMER_GROUP_HEARTBEAT: self._on_consumer_heartbeat_response}
+
     @property
     def rebalance_protocol(self) -> str:
         return "COOPERATIVE"  # (librdkafka says so of the consumer protocol too: it is incremental)
@@ -69,7 +72,7 @@ class ConsumerProtocolMember(GroupMember):
         if api_versions is None:
             self._heartbeat_version = high
             return
-        offered = api_versions.get(CONSUMER_GROUP_HEARTBEAT)
+        offered = api_versions.get(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         if offered is None:
             self._heartbeat_version = None
             return

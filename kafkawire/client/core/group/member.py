@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.errors import DecodeError
-from kafkawire.messages import JoinGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest
+from kafkawire.messages import ApiKey, JoinGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest
 
 from ...errors import CommitFailedError, GroupError, RebalanceInProgressError
 from .assignors import decode_assignment
 from ..consumer.config import ConsumerConfig
-from .membership import GroupMembership
+from .membership import GroupMembership, ResponseHandler
 from .protocol import (
-    COORDINATOR_ERRORS, NO_GENERATION, OFFSET_COMMIT, OFFSET_FETCH, RETRIABLE_CODES, TOPIC_ID_VERSION,
+    COORDINATOR_ERRORS, NO_GENERATION, RETRIABLE_CODES, TOPIC_ID_VERSION,
     CommitCompleted, CommittedOffsets, GroupFailure, MemberState, OffsetAndMetadata, OutgoingRequest,
     PartitionsAssigned, error_name, group_error, worst_error,
 )
@@ -102,6 +102,10 @@ class GroupMember(GroupMembership):
         self._auto_commit_due: float | None = None
         self._auto_commit: _Commit | None = None
         self._ids = itertools.count(1)
+
+    def _response_handlers(self) -> dict[ApiKey, ResponseHandler]:
+        return {**super()._response_handlers(), ApiKey.OFFSET_COMMIT: self._on_commit_response,
+                ApiKey.OFFSET_FETCH: self._on_fetch_response}
 
     # ---- metadata -------------------------------------------------------------------------------------
 
@@ -297,7 +301,7 @@ class GroupMember(GroupMembership):
 
     # ---- requests and answers -------------------------------------------------------------------------
 
-    def _offsets_version(self, api_key: int, topics: Iterable[str]) -> int:
+    def _offsets_version(self, api_key: ApiKey, topics: Iterable[str]) -> int:
         """``api_key``'s version for a request about ``topics``: below v10 while one has no known id."""
         version = self.version(api_key)
         if version >= TOPIC_ID_VERSION and any(topic not in self._topic_ids for topic in topics):
@@ -305,14 +309,14 @@ class GroupMember(GroupMembership):
         return version
 
     def _offset_commit_request(self, commit: _Commit, now_ms: float) -> OutgoingRequest:
-        version = self._offsets_version(OFFSET_COMMIT, {tp.topic for tp in commit.offsets})
+        version = self._offsets_version(ApiKey.OFFSET_COMMIT, {tp.topic for tp in commit.offsets})
         in_group = self.subscription is not None  # else a plain commit for the group id
         body = offset_commit_request(version, self.group_id, commit.offsets, self.generation if in_group else None,
                                      self.group_instance_id, self._topic_ids)
         return self._request("commit", body, version, now_ms, context=(commit, self.generation.generation_id))
 
     def _offset_fetch_request(self, fetch: _OffsetFetch, now_ms: float) -> OutgoingRequest:
-        version = self._offsets_version(OFFSET_FETCH, {tp.topic for tp in fetch.partitions})
+        version = self._offsets_version(ApiKey.OFFSET_FETCH, {tp.topic for tp in fetch.partitions})
         body = offset_fetch_request(version, self.group_id, fetch.partitions, self._topic_ids)
         return self._request("fetch", body, version, now_ms, context=fetch)
 

@@ -15,12 +15,12 @@ FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup, driven by time 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
-    FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest,
+    ApiKey, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupRequest,
     SyncGroupResponse,
 )
 
@@ -28,9 +28,8 @@ from ...errors import GroupError
 from .assignors import CONSUMER_PROTOCOL_TYPE
 from ..consumer.config import ConsumerConfig
 from .protocol import (
-    COORDINATOR_ERRORS, FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, NO_GENERATION, RESPONSES,
-    RETRIABLE_CODES, SYNC_GROUP, Coordinator, Generation, GroupFailure, MemberState, OutgoingRequest,
-    MembershipHooks, PartitionsLost, PartitionsRevoked, error_name, group_error, negotiate_versions,
+    COORDINATOR_ERRORS, NO_GENERATION, RESPONSES, RETRIABLE_CODES, Coordinator, Generation, GroupFailure,
+    MemberState, MembershipHooks, OutgoingRequest, PartitionsLost, PartitionsRevoked, error_name, group_error, negotiate_versions,
     request_version,
 )
 from .requests import (
@@ -43,6 +42,7 @@ from ..topic_partition import TopicPartition
 __all__ = ["GroupMembership"]
 
 E = ErrorCode
+ResponseHandler = Callable[[OutgoingRequest, Any, float], None]
 # Java's JOIN_GROUP_TIMEOUT_LAPSE: JoinGroup may be parked for the whole rebalance timeout.
 _JOIN_TIMEOUT_LAPSE_MS = 5000
 
@@ -60,7 +60,7 @@ class GroupMembership(MembershipHooks):
         self.config = config
         self.group_id: str = config.group_id
         self.group_instance_id = group_instance_id
-        self._versions: dict[int, int] = {}
+        self._versions: dict[ApiKey, int] = {}
         self.set_api_versions(api_versions)
 
         self._phase = MemberState.UNJOINED
@@ -89,6 +89,13 @@ class GroupMembership(MembershipHooks):
         self._leave_sent = False
         self._close_deadline: float | None = None
         self._outbox: list[OutgoingRequest] = []  # requests made outside poll(), handed out by the next one
+        self._handlers = self._response_handlers()
+
+    def _response_handlers(self) -> dict[ApiKey, ResponseHandler]:
+        """What reads the answer to each request the member sends, by API key."""
+        return {ApiKey.FIND_COORDINATOR: self._on_find_response, ApiKey.JOIN_GROUP: self._on_join_response,
+                ApiKey.SYNC_GROUP: self._on_sync_response, ApiKey.HEARTBEAT: self._on_heartbeat_response,
+                ApiKey.LEAVE_GROUP: self._on_leave_response}
 
     # ---- configuration ------------------------------------------------------------------------------
 
@@ -97,7 +104,7 @@ class GroupMembership(MembershipHooks):
         Each request then goes out at the highest version both sides support."""
         self._versions = negotiate_versions(api_versions)
 
-    def version(self, api_key: int) -> int:
+    def version(self, api_key: ApiKey) -> int:
         """The version requests of ``api_key`` are sent at; GroupError if the broker supports none of ours."""
         return request_version(self._versions, api_key, static=self.group_instance_id is not None)
 
@@ -217,7 +224,7 @@ class GroupMembership(MembershipHooks):
             if self._phase is not MemberState.CLOSED:
                 if self.coordinator is None:
                     if self._needs_coordinator() and self._find_request is None and now_ms >= self._find_retry_at:
-                        version = self.version(FIND_COORDINATOR)
+                        version = self.version(ApiKey.FIND_COORDINATOR)
                         self._find_request = self._send(out, self._request(
                             "find", find_coordinator_request(version, self.group_id), version, now_ms, anywhere=True))
                 else:
@@ -231,14 +238,14 @@ class GroupMembership(MembershipHooks):
 
     def handle_response(self, request: OutgoingRequest, response: Any, now_ms: float) -> None:
         """A response arrived for ``request``. Responses to requests the machine gave up are ignored."""
-        expected = RESPONSES[request.kind]
+        expected = RESPONSES[request.api_key]
         if not isinstance(response, expected):
             raise TypeError(f"{request!r} expects a {expected.__name__}, not {type(response).__name__}")
         if request not in self._in_flight:
             return
         self._in_flight.discard(request)
         try:
-            getattr(self, f"_on_{request.kind}_response")(request, response, now_ms)
+            self._handlers[request.api_key](request, response, now_ms)
         except GroupError as error:  # e.g. SyncGroup has no version the broker supports
             self._fatal(error, now_ms)
 
@@ -263,7 +270,7 @@ class GroupMembership(MembershipHooks):
         if self._heartbeating() and self._heartbeat_request is None and now_ms >= self._heartbeat_due:
             heartbeat = heartbeat_request(self.group_id, self.generation, self.group_instance_id)
             self._heartbeat_request = self._send(out, self._request(
-                "heartbeat", heartbeat, self.version(HEARTBEAT), now_ms, context=self.generation.generation_id))
+                "heartbeat", heartbeat, self.version(ApiKey.HEARTBEAT), now_ms, context=self.generation.generation_id))
             self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
 
     def _step_leaving(self, out: list, now_ms: float) -> None:
@@ -433,7 +440,7 @@ class GroupMembership(MembershipHooks):
                                self.config.request_timeout_ms if timeout_ms is None else timeout_ms, now_ms, context)
 
     def _join_group_request(self, now_ms: float) -> OutgoingRequest:
-        version = self.version(JOIN_GROUP)
+        version = self.version(ApiKey.JOIN_GROUP)
         config = self.config
         rebalance_timeout = config.max_poll_interval_ms
         body = join_group_request(
@@ -447,7 +454,7 @@ class GroupMembership(MembershipHooks):
         return self._join_request
 
     def _leave_group_request(self, now_ms: float, reason: str) -> OutgoingRequest:
-        version = self.version(LEAVE_GROUP)
+        version = self.version(ApiKey.LEAVE_GROUP)
         body = leave_group_request(version, self.group_id, self.generation.member_id, self.group_instance_id, reason)
         return self._request("leave", body, version, now_ms)
 
@@ -501,7 +508,7 @@ class GroupMembership(MembershipHooks):
         self._session_deadline = now_ms + self.config.session_timeout_ms
         self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
         assignments = self._sync_assignments(response, protocol)
-        version = self.version(SYNC_GROUP)
+        version = self.version(ApiKey.SYNC_GROUP)
         body = sync_group_request(version, self.group_id, response, self.group_instance_id, assignments)
         self._pending_sync = (body, version)
         self._phase = MemberState.SYNCING

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
-    ConsumerGroupHeartbeatResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    ApiKey, ConsumerGroupHeartbeatResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 
 from ...errors import GroupError
@@ -19,28 +19,29 @@ from ..topic_partition import TopicPartition
 
 __all__ = ["Coordinator", "OffsetAndMetadata", "MemberState", "Generation", "NO_GENERATION", "OutgoingRequest",
            "PartitionsRevoked", "PartitionsLost", "PartitionsAssigned", "CommittedOffsets", "CommitCompleted",
-           "GroupFailure", "CLIENT_VERSIONS", "FIND_COORDINATOR", "JOIN_GROUP", "SYNC_GROUP", "HEARTBEAT",
-           "LEAVE_GROUP", "OFFSET_COMMIT", "OFFSET_FETCH", "negotiate_versions", "request_version", "TOPIC_ID_VERSION", "INSTANCE_ID_VERSIONS", "RESPONSES",
+           "GroupFailure", "CLIENT_VERSIONS", "negotiate_versions", "request_version", "TOPIC_ID_VERSION",
+           "INSTANCE_ID_VERSIONS", "RESPONSES",
            "COORDINATOR_ERRORS", "RETRIABLE_CODES", "worst_error", "error_name", "group_error", "MembershipHooks"]
 
 E = ErrorCode
 
 # The versions a member can write and read, per API key: Java's ranges, except OffsetCommit from v2
 # (v0/v1 are gone from Kafka 4) and OffsetFetch from v1 (v0 read ZooKeeper offsets).
-FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH = 10, 11, 14, 12, 13, 8, 9
-CLIENT_VERSIONS = {FIND_COORDINATOR: (0, 6), JOIN_GROUP: (0, 9), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4),
-                   LEAVE_GROUP: (0, 5), OFFSET_COMMIT: (2, 10), OFFSET_FETCH: (1, 10)}
+CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.FIND_COORDINATOR: (0, 6), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5), ApiKey.OFFSET_COMMIT: (2, 10), ApiKey.OFFSET_FETCH: (1, 10)}
 # OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848): sent only when every topic's id is known.
 TOPIC_ID_VERSION = 10
 # The versions that first carry the group instance id (static membership needs them).
-INSTANCE_ID_VERSIONS = {JOIN_GROUP: 5, SYNC_GROUP: 3, HEARTBEAT: 3, LEAVE_GROUP: 3, OFFSET_COMMIT: 7}
+INSTANCE_ID_VERSIONS = {ApiKey.JOIN_GROUP: 5, ApiKey.SYNC_GROUP: 3, ApiKey.HEARTBEAT: 3, ApiKey.LEAVE_GROUP: 3,
+                        ApiKey.OFFSET_COMMIT: 7}
 NO_GENERATION = -1
 
 
-def negotiate_versions(api_versions: Mapping[int, object] | None) -> dict[int, int]:
+def negotiate_versions(api_versions: Mapping[int, object] | None) -> dict[ApiKey, int]:
     """Per API key, the highest version both sides support, from the broker's ``(min, max)`` or just
     ``max`` per key (None: our newest versions). A key with no common version is left out."""
-    chosen = {}
+    chosen: dict[ApiKey, int] = {}
     for key, (low, high) in CLIENT_VERSIONS.items():
         if api_versions is None:
             chosen[key] = high
@@ -55,7 +56,7 @@ def negotiate_versions(api_versions: Mapping[int, object] | None) -> dict[int, i
     return chosen
 
 
-def request_version(versions: Mapping[int, int], api_key: int, *, static: bool) -> int:
+def request_version(versions: Mapping[ApiKey, int], api_key: ApiKey, *, static: bool) -> int:
     """The version requests of ``api_key`` go out at (``versions``: negotiate_versions'); GroupError if
     the broker supports none of ours, or (``static``: a group.instance.id) none that carries it."""
     version = versions.get(api_key)
@@ -169,8 +170,8 @@ class OutgoingRequest:
         self._context = context
 
     @property
-    def api_key(self) -> int:
-        return int(self.body.API_KEY)
+    def api_key(self) -> ApiKey:
+        return ApiKey(self.body.API_KEY)
 
     @property
     def kind(self) -> str:
@@ -186,11 +187,12 @@ class OutgoingRequest:
         return f"OutgoingRequest({type(self.body).__name__} v{self.version} -> {self.destination})"
 
 
-# The response each kind of request expects.
-RESPONSES: dict[str, type] = {
-    "find": FindCoordinatorResponse, "join": JoinGroupResponse, "sync": SyncGroupResponse,
-    "heartbeat": HeartbeatResponse, "leave": LeaveGroupResponse, "commit": OffsetCommitResponse,
-    "fetch": OffsetFetchResponse, "consumer_heartbeat": ConsumerGroupHeartbeatResponse}
+# The response each request a member sends expects.
+RESPONSES: dict[ApiKey, type] = {
+    ApiKey.FIND_COORDINATOR: FindCoordinatorResponse, ApiKey.JOIN_GROUP: JoinGroupResponse,
+    ApiKey.SYNC_GROUP: SyncGroupResponse, ApiKey.HEARTBEAT: HeartbeatResponse, ApiKey.LEAVE_GROUP: LeaveGroupResponse,
+    ApiKey.OFFSET_COMMIT: OffsetCommitResponse, ApiKey.OFFSET_FETCH: OffsetFetchResponse,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse}
 
 
 # ---- error codes -----------------------------------------------------------------------------------------

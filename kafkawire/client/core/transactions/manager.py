@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkawire.error_codes import ErrorCode
+from kafkawire.messages import ApiKey
 
 from ...errors import (
     TransactionAbortableError, TransactionAbortedError, TransactionError, TransactionFatalError,
@@ -51,8 +52,7 @@ from ..group.requests import find_coordinator_request, read_find_coordinator
 from ..topic_partition import TopicPartition
 from .errors import Action, action_for, batch_action, code_name, error_for
 from .requests import (
-    ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, FIND_COORDINATOR, GROUP_COORDINATOR, INIT_PRODUCER_ID,
-    TRANSACTION_COORDINATOR, TRANSACTION_V2_VERSIONS, TXN_OFFSET_COMMIT, VERSIONS, add_offsets_request,
+    GROUP_COORDINATOR, TRANSACTION_COORDINATOR, TRANSACTION_V2_VERSIONS, VERSIONS, add_offsets_request,
     add_partitions_request, end_txn_request, init_producer_id_request, read_add_partitions, read_txn_offset_commit,
     txn_offset_commit_request,
 )
@@ -196,9 +196,9 @@ class TransactionManager:
             self._enqueue_offset_commit(pending, result)
         else:
             tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
-            self._enqueue(TxnRequest("add_offsets", ADD_OFFSETS_TO_TXN, ADD, result,
+            self._enqueue(TxnRequest("add_offsets", ApiKey.ADD_OFFSETS_TO_TXN, ADD, result,
                                      lambda version: add_offsets_request(tid, pid, epoch, group.group_id),
-                                     VERSIONS[ADD_OFFSETS_TO_TXN], (TRANSACTION_COORDINATOR, tid), pending))
+                                     VERSIONS[ApiKey.ADD_OFFSETS_TO_TXN], (TRANSACTION_COORDINATOR, tid), pending))
         return result
 
     def begin_commit(self) -> TransactionResult:
@@ -222,9 +222,9 @@ class TransactionManager:
             self._enqueue_add_partitions()
         tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
         result = TransactionResult("commit_transaction" if commit else "abort_transaction")
-        self._enqueue(TxnRequest("end", END_TXN, END, result,
+        self._enqueue(TxnRequest("end", ApiKey.END_TXN, END, result,
                                  lambda version: end_txn_request(tid, pid, epoch, commit),
-                                 self._versions(END_TXN), (TRANSACTION_COORDINATOR, tid), commit))
+                                 self._versions(ApiKey.END_TXN), (TRANSACTION_COORDINATOR, tid), commit))
         return result
 
     def acknowledge(self, result: TransactionResult) -> None:
@@ -454,7 +454,7 @@ class TransactionManager:
         self._pending_partitions.clear()
         self._partitions.clear()
 
-    def _versions(self, api_key: int) -> tuple[int, int]:
+    def _versions(self, api_key: ApiKey) -> tuple[int, int]:
         return (TRANSACTION_V2_VERSIONS if self.transaction_v2 else VERSIONS)[api_key]
 
     def _enqueue(self, request: TxnRequest) -> TxnRequest:
@@ -465,25 +465,26 @@ class TransactionManager:
     def _enqueue_init(self, bump: bool, result: TransactionResult) -> TxnRequest:
         tid, timeout = self.transactional_id, self.transaction_timeout_ms
         pid, epoch = (self.producer_id, self.producer_epoch) if bump else (-1, -1)
-        return self._enqueue(TxnRequest("init", INIT_PRODUCER_ID, BUMP if bump else INIT, result,
+        return self._enqueue(TxnRequest("init", ApiKey.INIT_PRODUCER_ID, BUMP if bump else INIT, result,
                                         lambda version: init_producer_id_request(version, tid, timeout, pid, epoch),
-                                        VERSIONS[INIT_PRODUCER_ID], (TRANSACTION_COORDINATOR, tid), bump))
+                                        VERSIONS[ApiKey.INIT_PRODUCER_ID], (TRANSACTION_COORDINATOR, tid), bump))
 
     def _enqueue_add_partitions(self) -> None:
         self._pending_partitions |= self._new_partitions
         self._new_partitions.clear()
         partitions = sorted(self._pending_partitions)
         tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
-        self._enqueue(TxnRequest("add_partitions", ADD_PARTITIONS_TO_TXN, ADD, TransactionResult("add partitions"),
+        self._enqueue(TxnRequest("add_partitions", ApiKey.ADD_PARTITIONS_TO_TXN, ADD,
+                                 TransactionResult("add partitions"),
                                  lambda version: add_partitions_request(tid, pid, epoch, partitions),
-                                 VERSIONS[ADD_PARTITIONS_TO_TXN], (TRANSACTION_COORDINATOR, tid), partitions))
+                                 VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN], (TRANSACTION_COORDINATOR, tid), partitions))
 
     def _enqueue_offset_commit(self, pending: PendingOffsets, result: TransactionResult) -> None:
         tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
         self._enqueue(TxnRequest(
-            "offset_commit", TXN_OFFSET_COMMIT, ADD, result,
+            "offset_commit", ApiKey.TXN_OFFSET_COMMIT, ADD, result,
             lambda version: txn_offset_commit_request(version, tid, pid, epoch, pending.group, pending.offsets),
-            self._versions(TXN_OFFSET_COMMIT), (GROUP_COORDINATOR, pending.group.group_id), pending))
+            self._versions(ApiKey.TXN_OFFSET_COMMIT), (GROUP_COORDINATOR, pending.group.group_id), pending))
 
     def _lookup_coordinator(self, key_type: int, key: str) -> None:
         self._coordinators.pop((key_type, key), None)
@@ -491,9 +492,9 @@ class TransactionManager:
         if any(r.kind == "find" and r.context == (key_type, key) for r in self._queue) or (
                 in_flight is not None and in_flight.kind == "find" and in_flight.context == (key_type, key)):
             return
-        self._enqueue(TxnRequest("find", FIND_COORDINATOR, FIND, TransactionResult("find coordinator"),
+        self._enqueue(TxnRequest("find", ApiKey.FIND_COORDINATOR, FIND, TransactionResult("find coordinator"),
                                  lambda version: find_coordinator_request(version, key, key_type),
-                                 VERSIONS[FIND_COORDINATOR], None, (key_type, key)))
+                                 VERSIONS[ApiKey.FIND_COORDINATOR], None, (key_type, key)))
 
     def _take_in_flight(self, request: TxnRequest) -> None:
         if self._in_flight is not request:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafkawire.messages import (
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest,
+    AddOffsetsToTxnRequest, ApiKey, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest,
     InitProducerIdRequest, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 )
 
@@ -34,13 +34,11 @@ __all__ = [
     "txn_offset_commit_request",
 ]
 
-FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = (
-    10, 22, 24, 25, 26, 28)
 # (lowest, highest) version this client sends of each API under transaction version 1 ...
-VERSIONS = {FIND_COORDINATOR: (1, 6), INIT_PRODUCER_ID: (0, 5), ADD_PARTITIONS_TO_TXN: (0, 3),
-            ADD_OFFSETS_TO_TXN: (0, 4), END_TXN: (0, 4), TXN_OFFSET_COMMIT: (0, 4)}
+VERSIONS = {ApiKey.FIND_COORDINATOR: (1, 6), ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+            ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 4), ApiKey.TXN_OFFSET_COMMIT: (0, 4)}
 # ... and under version 2 (KIP-890 part 2), where only these change.
-TRANSACTION_V2_VERSIONS = {**VERSIONS, END_TXN: (5, 5), TXN_OFFSET_COMMIT: (5, 5)}
+TRANSACTION_V2_VERSIONS = {**VERSIONS, ApiKey.END_TXN: (5, 5), ApiKey.TXN_OFFSET_COMMIT: (5, 5)}
 TRANSACTION_COORDINATOR = 1  # FindCoordinator key types
 GROUP_COORDINATOR = 0
 _INIT_BUMP_VERSION = 3  # InitProducerId carries the current producer id and epoch (KIP-360)

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkawire.messages import ApiKey
+
 from ...errors import TransactionError
 from ..group.consumer_group_metadata import ConsumerGroupMetadata
 from ..group.protocol import Coordinator, OffsetAndMetadata
@@ -109,7 +111,7 @@ class TxnRequest:
     request (find, init, add_partitions, add_offsets, offset_commit, end)."""
 
     kind: str
-    api_key: int
+    api_key: ApiKey
     priority: int
     result: TransactionResult
     build: Callable[[int], Any]
