@@ -41,7 +41,6 @@ from ..core.consumer.config import ConsumerConfig
 from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
 from ..core.consumer.record import ConsumerRecord
 from ..core.consumer.fetcher import Fetcher
-from ..core.group.consumer_protocol_member import ConsumerProtocolMember
 from ..core.group.member import GroupMember
 from ..core.group.protocol import (
     CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
@@ -96,8 +95,7 @@ class AsyncConsumer:
         # group membership and offsets, with a group.id
         self.member = None
         if config.group_id:
-            kind = ConsumerProtocolMember if config.group_protocol == "consumer" else GroupMember
-            self.member = kind(config, positions=self._positions, group_instance_id=config.group_instance_id)
+            self.member = GroupMember(config, positions=self._positions, group_instance_id=config.group_instance_id)
         self._group = (GroupDriver(self.member, config.group_id, self.connections, self.metadata, self._stats,
                                    spawn=self._spawn, any_connection=self._any_connection,
                                    on_event=self._on_group_event)

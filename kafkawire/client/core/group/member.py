@@ -1,71 +1,70 @@
-"""GroupMember: a consumer in a classic group, sans I/O. The membership itself (coordinator, JoinGroup,
-SyncGroup, heartbeats, leaving) is ``membership``; this adds what a consumer does with it, as
-Java's ConsumerCoordinator does:
-
-* Assignments: the leader runs the chosen assignor over every member's subscription with the partition
-  counts it knows, and rejoins when a group topic's count changes; an assignment naming topics the
-  member does not subscribe to is refused (the member rejoins). Under the cooperative protocol
-  (``rebalance``) what the new assignment takes away is revoked (committed first with auto-commit) and
-  the member rejoins at once; PartitionsAssigned then names the added partitions.
-* Offsets: OffsetFetch for each new partition (CommittedOffsets with request_id None) and on request
-  (``fetch_committed``). OffsetCommit carries the generation and member id while in a group; ``commit``
-  without a timeout is commitAsync (one attempt), with one commitSync (retriable errors retried until
-  it passes). Auto-commit every auto.commit.interval.ms while stable, and before partitions are given
-  up. OffsetCommit and OffsetFetch v10 name topics by id, sent only when every topic's id is known.
+"""GroupMember: a consumer in a group, sans I/O, driven by time and responses alone. What every group
+protocol shares is here: the coordinator (found again whenever it is lost: NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE, a failed request to it, which forgets the requests in flight to it), the
+subscription, the assignment and the events, the clocks (max.poll.interval.ms: without ``record_poll``
+for that long the member leaves until the next one), closing, and the offsets (``offsets``). How the
+member joins and gets its partitions is its protocol's, chosen by ``group.protocol``: the classic
+JoinGroup protocol (``classic``) or KIP-848's ConsumerGroupHeartbeat (``consumer_protocol``), two
+classes side by side that drive the member they run in. A fatal GroupFailure keeps the member out until
+``record_poll`` or ``subscribe``.
 """
 from __future__ import annotations
 
-import itertools
-import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kafkawire.error_codes import ErrorCode
-from kafkawire.errors import DecodeError
-from kafkawire.messages import ApiKey, JoinGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest
+from kafkawire.messages import ApiKey, FindCoordinatorResponse
 
-from ...errors import CommitFailedError, GroupError, RebalanceInProgressError
-from .assignors import decode_assignment
+from ...errors import GroupError
 from ..consumer.config import ConsumerConfig
-from .membership import GroupMembership, ResponseHandler
-from .protocol import (
-    COORDINATOR_ERRORS, NO_GENERATION, RETRIABLE_CODES, TOPIC_ID_VERSION,
-    CommitCompleted, CommittedOffsets, GroupFailure, MemberState, OffsetAndMetadata, OutgoingRequest,
-    PartitionsAssigned, error_name, group_error, worst_error,
-)
-from .requests import (
-    commit_error_codes, leader_assignment, offset_commit_request, offset_fetch_request, read_offset_fetch,
-)
-from .rebalance import EAGER, assignment_change
 from ..topic_partition import TopicPartition
+from .classic import ClassicProtocol
+from .consumer_protocol import ConsumerProtocol
+from .offsets import GroupOffsets
+from .protocol import (
+    NO_GENERATION, RESPONSES, Coordinator, Generation, GroupFailure, MemberState, OffsetAndMetadata,
+    OutgoingRequest, PartitionsLost, PartitionsRevoked, ResponseHandler, group_error, negotiate_versions,
+    request_version,
+)
+from .requests import find_coordinator_request, read_find_coordinator
 
-__all__ = ["GroupMember"]
+__all__ = ["GroupMember", "MembershipProtocol"]
 
 E = ErrorCode
 
 
-@dataclass(eq=False)
-class _Commit:
-    request_id: int
-    offsets: dict[TopicPartition, OffsetAndMetadata]
-    deadline: float
-    retry: bool  # commitSync: retry retriable errors until the deadline
-    auto: bool
-    retry_at: float = 0.0
-    request: OutgoingRequest | None = None
+class MembershipProtocol(Protocol):
+    """What a group protocol does for the ``GroupMember`` it runs in (``ClassicProtocol``,
+    ``ConsumerProtocol``)."""
+
+    leader: bool
+    group_topics: frozenset[str]  # other members' topics whose partition counts it needs (a classic leader)
+
+    @property
+    def rebalance_protocol(self) -> str: ...
+    @property
+    def eager(self) -> bool: ...  # offsets fetched for an assignment since replaced are dropped
+    def handlers(self) -> dict[ApiKey, ResponseHandler]: ...
+    def set_api_versions(self, api_versions: Mapping[int, object] | None) -> None: ...
+    def topic_ids_changed(self) -> None: ...
+    def heartbeating(self) -> bool: ...
+    def timers(self) -> list[float]: ...
+    def check_clocks(self, now_ms: float) -> None: ...
+    def step(self, out: list[OutgoingRequest], now_ms: float) -> None: ...  # the coordinator is known
+    def step_leaving(self, out: list[OutgoingRequest], now_ms: float) -> None: ...
+    def request_rejoin(self, reason: str, now_ms: float) -> None: ...
+    def reset(self, reason: str) -> None: ...  # the generation is gone: the member rejoins
+    def forget_generation(self) -> None: ...
+    def drop_requests(self) -> None: ...  # forget its joining requests in flight
+    def send_leave_and_reset(self, now_ms: float, reason: str) -> None: ...
+    def metadata_updated(self, now_ms: float) -> None: ...
+    def on_failure(self, request: OutgoingRequest, now_ms: float, reason: str,
+                   coordinator_known_lost: bool) -> None: ...
 
 
-@dataclass(eq=False)
-class _OffsetFetch:
-    request_id: int | None  # None: for the current assignment
-    partitions: tuple[TopicPartition, ...]
-    deadline: float | None
-    assignment: tuple[TopicPartition, ...] | None = None  # the assignment it was made for
-    retry_at: float = 0.0
-    request: OutgoingRequest | None = None
-
-
-class GroupMember(GroupMembership):
+class GroupMember:
     """One consumer's group membership, assignments and offsets. A driver (the asyncio layer, or a test)
     runs it::
 
@@ -75,6 +74,7 @@ class GroupMember(GroupMembership):
         while not member.closed:
             member.record_poll(now_ms)           # whenever the application polls
             member.update_metadata({"orders": 12}, now_ms)   # counts of member.metadata_topics
+            member.set_topic_ids(ids)            # topic ids by name, from the same metadata
             for request in member.poll(now_ms):  # destination None: any broker, else the Coordinator
                 send request.body at request.version, then hand the answer to
                 member.handle_response(request, response, now_ms), or member.handle_failure(request, now_ms)
@@ -88,37 +88,73 @@ class GroupMember(GroupMembership):
 
     def __init__(self, config: ConsumerConfig, *,
                  positions: Callable[[], Mapping[TopicPartition, int | OffsetAndMetadata]] | None = None,
-                 group_instance_id: str | None = None, api_versions: Mapping[int, object] | None = None):
-        if config.group_id and config.enable_auto_commit and positions is None:
-            raise ValueError("enable.auto.commit needs a positions() callable giving the consumed positions")
-        super().__init__(config, group_instance_id=group_instance_id, api_versions=api_versions)
-        self._positions = positions
-        self._topic_ids: dict[str, uuid.UUID] = {}  # from the metadata (set_topic_ids), for v10 requests
+                 group_instance_id: str | None = None, api_versions: Mapping[int, object] | None = None,
+                 member_id: str | None = None):
+        if config.group_id is None or config.group_id == "":
+            raise ValueError("a consumer group member needs a group.id")
+        if group_instance_id is not None and (not isinstance(group_instance_id, str) or not group_instance_id):
+            raise ValueError(f"group.instance.id must be a non-empty string, not {group_instance_id!r}")
+        self.config = config
+        self.group_id: str = config.group_id
+        self.group_instance_id = group_instance_id
+        self.offsets = GroupOffsets(self, config, positions)
+        self._phase = MemberState.UNJOINED
+        self.subscription: tuple[str, ...] | None = None
+        self.coordinator: Coordinator | None = None
+        self.generation = Generation()
+        self.assignment: tuple[TopicPartition, ...] = ()
         self._metadata: dict[str, int] = {}  # partition counts by topic
-        self._group_topics: frozenset[str] = frozenset()  # all members' topics, when leader
-        self._assignment_snapshot: dict[str, int | None] | None = None  # leader: counts it assigned with
-        self._commits: list[_Commit] = []
-        self._fetches: list[_OffsetFetch] = []
-        self._auto_commit_due: float | None = None
-        self._auto_commit: _Commit | None = None
-        self._ids = itertools.count(1)
 
-    def _response_handlers(self) -> dict[ApiKey, ResponseHandler]:
-        return {**super()._response_handlers(), ApiKey.OFFSET_COMMIT: self._on_commit_response,
-                ApiKey.OFFSET_FETCH: self._on_fetch_response}
+        self._events: deque[object] = deque()
+        self._in_flight: set[OutgoingRequest] = set()
+        self._find_request: OutgoingRequest | None = None
+        self._find_retry_at = 0.0
+        self._last_poll: float | None = None
+        self._blocked = False  # a fatal error: wait for record_poll or subscribe
+        self._unacked_prepare = False  # PartitionsRevoked/Lost not yet taken by drain_events
+        self._leave_sent = False
+        self._close_deadline: float | None = None
+        self._outbox: list[OutgoingRequest] = []  # requests made outside poll(), handed out by the next one
+        # group.protocol: KIP-848's (``member_id``: its member id, else a new one) or the classic JoinGroup one
+        self.protocol: MembershipProtocol = (ConsumerProtocol(self, member_id) if config.group_protocol == "consumer"
+                                             else ClassicProtocol(self))
+        self._handlers: dict[ApiKey, ResponseHandler] = {
+            ApiKey.FIND_COORDINATOR: self._on_find_response, ApiKey.OFFSET_COMMIT: self.offsets.on_commit_response,
+            ApiKey.OFFSET_FETCH: self.offsets.on_fetch_response, **self.protocol.handlers()}
+        self._versions: dict[ApiKey, int] = {}
+        self.set_api_versions(api_versions)
 
-    # ---- metadata -------------------------------------------------------------------------------------
+    # ---- configuration ------------------------------------------------------------------------------
+
+    def set_api_versions(self, api_versions: Mapping[int, object] | None) -> None:
+        """What the broker supports, per API key: ``(min, max)`` or just ``max``. None: our newest versions.
+        Each request then goes out at the highest version both sides support."""
+        self._versions = negotiate_versions(api_versions)
+        self.protocol.set_api_versions(api_versions)
+
+    def version(self, api_key: ApiKey) -> int:
+        """The version requests of ``api_key`` are sent at; GroupError if the broker supports none of ours."""
+        return request_version(self._versions, api_key, static=self.group_instance_id is not None)
+
+    def set_topic_ids(self, topic_ids: Mapping[str, Any]) -> None:
+        """Topic ids by name (the metadata's), for OffsetCommit and OffsetFetch v10 and KIP-848 assignments,
+        which name topics by id."""
+        self.offsets.topic_ids = dict(topic_ids)
+        self.protocol.topic_ids_changed()
+
+    @property
+    def leader(self) -> bool:
+        return self.protocol.leader
 
     @property
     def metadata_topics(self) -> frozenset[str]:
         """The topics whose partition counts the member needs: its own, and as leader the whole group's."""
-        return frozenset(self.subscription or ()) | self._group_topics
+        return frozenset(self.subscription or ()) | self.protocol.group_topics
 
     def update_metadata(self, partition_counts: Mapping[str, int | None], now_ms: float) -> None:
-        """Partition counts by topic (None: the topic is unknown). A leader rejoins when a group topic's
-        count is now known and differs from the one it assigned with, so that new partitions (or a topic it
-        could not assign before) get assigned. A count turning unknown changes nothing: a partial metadata
-        answer must not cause a rebalance."""
+        """Partition counts by topic (None: the topic is unknown). A classic leader rejoins when a count it
+        assigned with changes; a count turning unknown changes nothing: a partial metadata answer must not
+        cause a rebalance."""
         for topic, count in partition_counts.items():
             if count is None:
                 self._metadata.pop(topic, None)
@@ -126,321 +162,295 @@ class GroupMember(GroupMembership):
                 raise ValueError(f"partition count of {topic!r} must be a non-negative int, not {count!r}")
             else:
                 self._metadata[topic] = count
-        if self.leader and self._assignment_snapshot is not None and self._phase is MemberState.STABLE:
-            changed = [topic for topic, assigned in self._assignment_snapshot.items()
-                       if self._metadata.get(topic) is not None and self._metadata[topic] != assigned]
-            if changed:
-                self._request_rejoin(f"the partition count of {', '.join(sorted(changed))} changed", now_ms)
+        self.protocol.metadata_updated(now_ms)
 
-    def set_topic_ids(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
-        """Topic ids by name (the metadata's), for OffsetCommit and OffsetFetch v10, which name topics by id."""
-        self._topic_ids = dict(topic_ids)
+    # ---- what the application does --------------------------------------------------------------------
 
-    # ---- offsets the application asks for -------------------------------------------------------------
+    @property
+    def state(self) -> MemberState:
+        if self._phase is MemberState.JOINING and self.coordinator is None:
+            return MemberState.FINDING_COORDINATOR
+        return self._phase
+
+    @property
+    def rebalance_protocol(self) -> str:
+        """"EAGER" or "COOPERATIVE" once the member joined a generation, "NONE" before (confluent-kafka's words)."""
+        return self.protocol.rebalance_protocol
+
+    @property
+    def closed(self) -> bool:
+        return self._phase is MemberState.CLOSED
+
+    def subscribe(self, topics: Iterable[str], now_ms: float) -> None:
+        """Join (or rejoin with) a subscription to ``topics``; an empty list leaves the group."""
+        if isinstance(topics, str):
+            raise TypeError("subscribe() takes a list of topics, not a string")
+        wanted = tuple(sorted(set(topics)))
+        for topic in wanted:
+            if not isinstance(topic, str) or not topic:
+                raise ValueError(f"topic names must be non-empty strings, not {topic!r}")
+        self._check_open()
+        if not wanted:
+            self.unsubscribe(now_ms)
+            return
+        changed = wanted != self.subscription
+        self.subscription = wanted
+        self._blocked = False
+        if self._last_poll is None:
+            self._last_poll = now_ms
+        if self._phase is MemberState.UNJOINED:
+            self._phase = MemberState.JOINING
+        elif changed and self._phase in (MemberState.STABLE, MemberState.SYNCING, MemberState.JOINING):
+            self.protocol.request_rejoin("subscription changed", now_ms)
+
+    def unsubscribe(self, now_ms: float) -> None:
+        """Give up the assignment and leave the group (LeaveGroup for a dynamic member)."""
+        self._check_open()
+        self.subscription = None
+        self._give_up_partitions(lost=self.generation.generation_id == NO_GENERATION)
+        self.protocol.send_leave_and_reset(now_ms, "the consumer unsubscribed")
+        self._phase = MemberState.UNJOINED
+
+    def record_poll(self, now_ms: float) -> None:
+        """The application polled: restarts the max.poll.interval.ms clock; retries a join stopped by an
+        error or by a poll timeout."""
+        self._last_poll = now_ms
+        self._blocked = False
+        if self._phase is MemberState.UNJOINED and self.subscription:
+            self._phase = MemberState.JOINING
 
     def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], now_ms: float,
                timeout_ms: int | None = None) -> int:
         """Commit ``offsets`` (the next offsets to consume). Returns the request id a CommitCompleted event
         will carry. No timeout: commitAsync (one attempt; waits at most request.timeout.ms for a
         coordinator). A timeout: commitSync (retriable errors retried until it passes)."""
-        self._check_open()
-        commit = _Commit(next(self._ids), _normalize(offsets),
-                         now_ms + (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms),
-                         retry=timeout_ms is not None, auto=False)
-        if not commit.offsets:
-            self._events.append(CommitCompleted(commit.request_id, {}))
-        else:
-            self._commits.append(commit)
-        return commit.request_id
+        return self.offsets.commit(offsets, now_ms, timeout_ms)
 
     def fetch_committed(self, partitions: Iterable[TopicPartition], now_ms: float,
                         timeout_ms: int | None = None) -> int:
         """Ask for the committed offsets of ``partitions``; a CommittedOffsets event carries the id returned."""
-        self._check_open()
-        request_id = next(self._ids)
-        fetch = _OffsetFetch(request_id, tuple(dict.fromkeys(partitions)),
-                             now_ms + (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms))
-        if not fetch.partitions:
-            self._events.append(CommittedOffsets(request_id, {}))
-        else:
-            self._fetches.append(fetch)
-        return request_id
+        return self.offsets.fetch_committed(partitions, now_ms, timeout_ms)
 
-    # ---- the consumer protocol's assignments ----------------------------------------------------------
+    def close(self, now_ms: float, timeout_ms: int | None = None) -> None:
+        """Leave: auto-commit (if enabled), give up the partitions, leave the group (dynamic members),
+        within ``timeout_ms`` (default request.timeout.ms). Keep driving until ``closed``."""
+        if self._phase in (MemberState.LEAVING, MemberState.CLOSED):
+            return
+        self._close_deadline = now_ms + (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms)
+        self.offsets.commit_before_revoking(now_ms)
+        self._give_up_partitions(lost=self.generation.generation_id == NO_GENERATION)
+        self.protocol.drop_requests()
+        self._phase = MemberState.LEAVING
 
-    def _sync_assignments(self, response: JoinGroupResponse,
-                          protocol: str) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
-        if not self.leader:
-            self._group_topics, self._assignment_snapshot = frozenset(), None
-            return []
-        if response.skip_assignment:  # a static leader rejoining: the assignments stand (KIP-814)
-            return []
-        leading = leader_assignment(protocol, response.members, self._metadata)
-        for member_id, exc in leading.undecodable:
-            self._events.append(GroupFailure(GroupError(
-                f"member {member_id} sent a subscription that does not decode ({exc}); it gets no partitions"),
-                fatal=False))
-        self._group_topics, self._assignment_snapshot = leading.group_topics, leading.counts
-        return leading.assignments
+    def drain_events(self) -> list[object]:
+        """The events since the last call, oldest first. Taking PartitionsRevoked/Lost lets a pending
+        JoinGroup or LeaveGroup go out (after the commits the driver made meanwhile)."""
+        events = list(self._events)
+        self._events.clear()
+        self._unacked_prepare = False
+        return events
 
-    def _join_complete(self, assignment: bytes | bytearray | memoryview, now_ms: float) -> None:
+    # ---- timers ----------------------------------------------------------------------------------------
+
+    def timeout_ms(self, now_ms: float) -> float | None:
+        """Milliseconds until ``poll`` has something to do by the clock alone (None: nothing timed)."""
+        times = [request.sent_ms + request.timeout_ms for request in self._in_flight]
+        if self._phase is MemberState.CLOSED:
+            return None
+        if self._close_deadline is not None:
+            times.append(self._close_deadline)
+        if self._needs_coordinator() and self.coordinator is None and self._find_request is None:
+            times.append(self._find_retry_at)
+        if self.protocol.heartbeating() and self._last_poll is not None:
+            times.append(self._last_poll + self.config.max_poll_interval_ms)
+        times.extend(self.protocol.timers())
+        times.extend(self.offsets.timers())
+        if not times:
+            return None
+        return max(0.0, min(times) - now_ms)
+
+    # ---- the driver's side -------------------------------------------------------------------------------
+
+    def poll(self, now_ms: float) -> list[OutgoingRequest]:
+        """The requests to send now."""
+        out: list[OutgoingRequest] = []
+        if self._phase is MemberState.CLOSED:
+            return out
         try:
-            partitions = decode_assignment(assignment).partitions
-        except DecodeError as exc:
-            self._fatal(GroupError(f"the assignment from the group leader does not decode: {exc}"), now_ms)
+            self._expire(now_ms)
+            self._check_clocks(now_ms)
+            if self._phase is MemberState.REBALANCING and not self._unacked_prepare \
+                    and not self.offsets.commits_pending():
+                self._phase = MemberState.JOINING
+            if self._phase is MemberState.LEAVING:
+                self.protocol.step_leaving(out, now_ms)
+            if self._phase is not MemberState.CLOSED:
+                if self.coordinator is None:
+                    if self._needs_coordinator() and self._find_request is None and now_ms >= self._find_retry_at:
+                        version = self.version(ApiKey.FIND_COORDINATOR)
+                        self._find_request = self._send(out, self._request(
+                            "find", find_coordinator_request(version, self.group_id), version, now_ms, anywhere=True))
+                else:
+                    self.protocol.step(out, now_ms)
+                    self.offsets.step(out, now_ms)
+        except GroupError as error:  # no usable version of a request: nothing in the group can work
+            self._fatal(error, now_ms)
+        out[:0] = self._outbox
+        self._outbox.clear()
+        return out
+
+    def handle_response(self, request: OutgoingRequest, response: Any, now_ms: float) -> None:
+        """A response arrived for ``request``. Responses to requests the machine gave up are ignored."""
+        expected = RESPONSES[request.api_key]
+        if not isinstance(response, expected):
+            raise TypeError(f"{request!r} expects a {expected.__name__}, not {type(response).__name__}")
+        if request not in self._in_flight:
             return
-        self._session_deadline = now_ms + self.config.session_timeout_ms
-        stray = sorted({tp.topic for tp in partitions} - set(self.subscription or ()))
-        if stray:
-            # Java refuses an assignment that does not match the subscription and rejoins.
+        self._in_flight.discard(request)
+        try:
+            self._handlers[request.api_key](request, response, now_ms)
+        except GroupError as error:  # e.g. SyncGroup has no version the broker supports
+            self._fatal(error, now_ms)
+
+    def handle_failure(self, request: OutgoingRequest, now_ms: float, reason: str = "request failed") -> None:
+        """``request`` got no response (connection lost, timed out)."""
+        if request not in self._in_flight:
+            return
+        self._in_flight.discard(request)
+        self._on_failure(request, now_ms, reason)
+
+    # ---- clocks ------------------------------------------------------------------------------------------
+
+    def _needs_coordinator(self) -> bool:
+        if self.offsets.has_work():
+            return True
+        if self._phase is MemberState.LEAVING:
+            return self._leave_sent is False and self.group_instance_id is None and bool(self.generation.member_id)
+        return self._phase in (MemberState.JOINING, MemberState.SYNCING, MemberState.STABLE,
+                               MemberState.REBALANCING) and not self._blocked
+
+    def _check_clocks(self, now_ms: float) -> None:
+        self.offsets.expire(now_ms)
+        if self._close_deadline is not None and now_ms >= self._close_deadline:
+            self._finish_close()
+            return
+        if not self.protocol.heartbeating():
+            return
+        if self._last_poll is not None and now_ms - self._last_poll > self.config.max_poll_interval_ms:
+            # The application stopped polling: leave, so the group need not wait for it (Java's
+            # heartbeat thread does the same). The next record_poll joins again.
+            self._give_up_partitions(lost=True)
+            self.protocol.send_leave_and_reset(now_ms, "consumer poll timeout has expired")
+            self._phase = MemberState.UNJOINED
             self._events.append(GroupFailure(GroupError(
-                f"the leader assigned partitions of topics this member does not subscribe to ({', '.join(stray)}); "
-                f"rejoining"), fatal=False))
-            self._phase = MemberState.REBALANCING
-            self._rejoin_reason = "assignment did not match the subscription"
-            self._join_retry_at = now_ms + self.config.retry_backoff_ms
+                f"max.poll.interval.ms ({self.config.max_poll_interval_ms}) passed without a poll: the member "
+                f"left the group and rejoins on the next poll"), fatal=False))
             return
-        change = assignment_change(self.config.rebalance_protocol, self.assignment, partitions)
-        self.last_assignment = (partitions, self.generation.generation_id)
-        self._phase = MemberState.STABLE
-        self._rejoin_reason = None
-        if self.config.enable_auto_commit:
-            self._auto_commit_due = now_ms + self.config.auto_commit_interval_ms
-        if change.revoked:  # cooperative: what the leader moves elsewhere goes first (committed with auto-commit)
-            self._commit_before_revoking(now_ms)
-            self._revoke(change.revoked)
-        self.assignment = partitions
-        self._events.append(PartitionsAssigned(partitions, self.generation.generation_id, self.generation.member_id,
-                                               self.leader, added=change.added if change.incremental else None))
-        if change.added:
-            self._fetches.append(_OffsetFetch(None, change.added, None, assignment=partitions))
-        if change.revoked:  # so that the leader can give them to their new owners (KIP-429)
-            self._request_rejoin(f"{len(change.revoked)} partitions revoked for other members", now_ms)
+        self.protocol.check_clocks(now_ms)
+
+    def _expire(self, now_ms: float) -> None:
+        for request in [r for r in self._in_flight if now_ms >= r.sent_ms + r.timeout_ms]:
+            self._in_flight.discard(request)
+            self._on_failure(request, now_ms, f"no response within {request.timeout_ms} ms")
+
+    # ---- transitions -----------------------------------------------------------------------------------
+
+    def _reset_generation(self, reason: str, now_ms: float, *, member_id_too: bool) -> None:
+        """The coordinator no longer knows our generation (and maybe member id): lose the partitions
+        (they may belong to someone else already) and join again."""
+        self._forget_generation(keep_member_id=not member_id_too)
+        self.offsets.fail_unsent_commits(reason)
+        self._give_up_partitions(lost=True)
+        if self._phase not in (MemberState.LEAVING, MemberState.CLOSED, MemberState.UNJOINED):
+            self.protocol.reset(reason)
+            self._phase = MemberState.REBALANCING
 
     def _forget_generation(self, *, keep_member_id: bool) -> None:
-        super()._forget_generation(keep_member_id=keep_member_id)
-        self._group_topics, self._assignment_snapshot = frozenset(), None
+        self.generation = Generation(member_id=self.generation.member_id if keep_member_id else "")
+        self.protocol.forget_generation()
+        self.offsets.stop_assignment_work()
 
-    # ---- what the membership asks of the offsets ------------------------------------------------------
+    def _give_up_partitions(self, *, lost: bool) -> None:
+        if not self.assignment:
+            return
+        partitions, self.assignment = self.assignment, ()
+        self._events.append(PartitionsLost(partitions) if lost else PartitionsRevoked(partitions))
+        self._unacked_prepare = True
 
-    def _has_offset_work(self) -> bool:
-        return bool(self._commits or self._fetches)
+    def _revoke(self, partitions: tuple[TopicPartition, ...]) -> None:
+        """Give up some partitions (a rebalance took them); JoinGroup waits until the event is taken."""
+        gone = set(partitions)
+        self.assignment = tuple(tp for tp in self.assignment if tp not in gone)
+        self._events.append(PartitionsRevoked(partitions))
+        self._unacked_prepare = True
 
-    def _commits_pending(self) -> bool:
-        return bool(self._commits)
+    def _coordinator_lost(self, reason: str, now_ms: float) -> None:
+        """Forget the coordinator and every request in flight to it (Java disconnects it)."""
+        if self.coordinator is None:
+            return
+        self.coordinator = None
+        self._find_retry_at = now_ms  # look it up again at once
+        for request in [r for r in self._in_flight if r.destination is not None]:
+            self._in_flight.discard(request)
+            self._on_failure(request, now_ms, f"coordinator lost: {reason}", coordinator_known_lost=True)
 
-    def _offset_timers(self) -> list[float]:
-        times = []
-        if self._auto_commit_due is not None and self._phase is MemberState.STABLE:
-            times.append(self._auto_commit_due)
-        ops: list[_Commit | _OffsetFetch] = [*self._commits, *self._fetches]
-        for op in ops:
-            if op.request is None:
-                times.append(op.retry_at)
-            if op.deadline is not None:
-                times.append(op.deadline)
-        return times
+    def _fatal(self, error: GroupError, now_ms: float) -> None:
+        self._events.append(GroupFailure(error, fatal=True))
+        self.protocol.drop_requests()
+        if self._phase is MemberState.LEAVING:
+            self._finish_close()
+            return
+        if self._phase is not MemberState.CLOSED:
+            if self.assignment:
+                self._give_up_partitions(lost=True)
+            self._phase = MemberState.UNJOINED
+            self._blocked = True
+        self.offsets.fail_all(error)
 
-    def _commit_before_revoking(self, now_ms: float) -> None:
-        if self.config.enable_auto_commit and self.assignment and self.generation.generation_id != NO_GENERATION:
-            self._commit_positions(now_ms, sync=True)
+    def _finish_close(self) -> None:
+        self.offsets.fail_all(GroupError("the consumer was closed before this completed"))
+        self._in_flight.clear()
+        self._phase = MemberState.CLOSED
+        self.assignment = ()
 
-    def _stop_assignment_offsets(self) -> None:
-        self._auto_commit_due = None
-        for fetch in [f for f in self._fetches if f.request_id is None]:
-            self._fetches.remove(fetch)
-            if fetch.request is not None:
-                self._in_flight.discard(fetch.request)
+    def _check_open(self) -> None:
+        if self._phase in (MemberState.LEAVING, MemberState.CLOSED):
+            raise GroupError("the group member is closed")
 
-    def _fail_unsent_commits(self, reason: str) -> None:
-        for commit in [c for c in self._commits if c.request is None]:
-            self._finish_commit(commit, CommitFailedError(
-                f"cannot commit: the member is no longer in its generation ({reason})"))
+    # ---- requests ----------------------------------------------------------------------------------------
 
-    def _fail_offsets(self, error: GroupError) -> None:
-        for commit in list(self._commits):
-            self._finish_commit(commit, error)
-        for fetch in list(self._fetches):
-            self._finish_fetch(fetch, {}, error)
+    def _send(self, out: list[OutgoingRequest], request: OutgoingRequest) -> OutgoingRequest:
+        self._in_flight.add(request)
+        out.append(request)
+        return request
 
-    def _expire_offsets(self, now_ms: float) -> None:
-        for commit in [c for c in self._commits if c.deadline <= now_ms]:
-            self._finish_commit(commit, GroupError("commit not completed within its timeout", E.REQUEST_TIMED_OUT))
-        for fetch in [f for f in self._fetches if f.deadline is not None and f.deadline <= now_ms]:
-            self._finish_fetch(fetch, {}, GroupError("committed offsets not fetched within the timeout",
-                                                  E.REQUEST_TIMED_OUT))
+    def _request(self, kind: str, body: Any, version: int, now_ms: float, *, anywhere: bool = False,
+                 timeout_ms: int | None = None, context: Any = None) -> OutgoingRequest:
+        """A request to the coordinator (``anywhere``: to any broker), timed out after request.timeout.ms."""
+        return OutgoingRequest(kind, body, version, None if anywhere else self.coordinator,
+                               self.config.request_timeout_ms if timeout_ms is None else timeout_ms, now_ms, context)
 
-    def _step_offsets(self, out: list[OutgoingRequest], now_ms: float) -> None:
-        if self._phase is MemberState.STABLE and self._auto_commit_due is not None and now_ms >= self._auto_commit_due:
-            if self._auto_commit is None:
-                self._commit_positions(now_ms, sync=False)
-            self._auto_commit_due = now_ms + self.config.auto_commit_interval_ms
-        for commit in list(self._commits):
-            if commit.request is not None or now_ms < commit.retry_at:
-                continue
-            error = self._commit_generation_error()
-            if error is not None:
-                self._finish_commit(commit, error)
-                continue
-            commit.request = self._send(out, self._offset_commit_request(commit, now_ms))
-        for fetch in list(self._fetches):
-            if fetch.request is None and now_ms >= fetch.retry_at:
-                fetch.request = self._send(out, self._offset_fetch_request(fetch, now_ms))
-
-    def _offset_request_failed(self, request: OutgoingRequest, now_ms: float, reason: str) -> None:
-        if request.kind == "commit":
-            commit, _generation = request.context
-            commit.request = None
-            if commit in self._commits:
-                self._retry_or_fail_commit(commit, GroupError(f"OffsetCommit failed: {reason}",
-                                                              E.NETWORK_EXCEPTION), now_ms)
+    def _on_find_response(self, request: OutgoingRequest, response: FindCoordinatorResponse, now_ms: float) -> None:
+        self._find_request = None
+        code, node, host, port, message = read_find_coordinator(response, request.version, self.group_id)
+        if code == E.NONE and node >= 0:
+            self.coordinator = Coordinator(node, host, port)
+            return
+        error = group_error(code, "FindCoordinator failed" + (f": {message}" if message else ""))
+        if error.retriable or code == E.NONE:
+            self._find_retry_at = now_ms + self.config.retry_backoff_ms
         else:
-            fetch = request.context
-            fetch.request = None
-            fetch.retry_at = now_ms + self.config.retry_backoff_ms
-
-    # ---- requests and answers -------------------------------------------------------------------------
-
-    def _offsets_version(self, api_key: ApiKey, topics: Iterable[str]) -> int:
-        """``api_key``'s version for a request about ``topics``: below v10 while one has no known id."""
-        version = self.version(api_key)
-        if version >= TOPIC_ID_VERSION and any(topic not in self._topic_ids for topic in topics):
-            return TOPIC_ID_VERSION - 1
-        return version
-
-    def _offset_commit_request(self, commit: _Commit, now_ms: float) -> OutgoingRequest:
-        version = self._offsets_version(ApiKey.OFFSET_COMMIT, {tp.topic for tp in commit.offsets})
-        in_group = self.subscription is not None  # else a plain commit for the group id
-        body = offset_commit_request(version, self.group_id, commit.offsets, self.generation if in_group else None,
-                                     self.group_instance_id, self._topic_ids)
-        return self._request("commit", body, version, now_ms, context=(commit, self.generation.generation_id))
-
-    def _offset_fetch_request(self, fetch: _OffsetFetch, now_ms: float) -> OutgoingRequest:
-        version = self._offsets_version(ApiKey.OFFSET_FETCH, {tp.topic for tp in fetch.partitions})
-        body = offset_fetch_request(version, self.group_id, fetch.partitions, self._topic_ids)
-        return self._request("fetch", body, version, now_ms, context=fetch)
-
-    def _on_commit_response(self, request: OutgoingRequest, response: OffsetCommitResponse, now_ms: float) -> None:
-        commit, generation = request.context
-        commit.request = None
-        if commit not in self._commits:
-            return
-        codes = commit_error_codes(response)
-        if not codes:
-            self._finish_commit(commit, None)
-            return
-        code = worst_error(codes)
-        error = group_error(code, "OffsetCommit failed")
-        if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
-            error = CommitFailedError("commit failed: the group rebalanced and gave the partitions to another "
-                                      f"member ({error_name(code)})", code)
-            self._finish_commit(commit, error)
-            if generation == self.generation.generation_id and self.subscription is not None:
-                self._reset_generation(f"OffsetCommit answered {error_name(code)}", now_ms,
-                                       member_id_too=code == E.UNKNOWN_MEMBER_ID)
-        elif code == E.REBALANCE_IN_PROGRESS:
-            self._finish_commit(commit, RebalanceInProgressError(
-                "commit failed: the group is rebalancing; commit again after the new assignment", code))
-            self._request_rejoin("OffsetCommit answered REBALANCE_IN_PROGRESS", now_ms)
-        elif code == E.FENCED_INSTANCE_ID:
-            self._finish_commit(commit, error)
             self._fatal(error, now_ms)
+
+    def _on_failure(self, request: OutgoingRequest, now_ms: float, reason: str,
+                    coordinator_known_lost: bool = False) -> None:
+        kind = request.kind
+        if kind == "find":
+            self._find_request = None
+            self._find_retry_at = now_ms + self.config.retry_backoff_ms
+        elif kind in ("commit", "fetch"):
+            if not coordinator_known_lost:  # Java marks the coordinator unknown when a request to it fails
+                self._coordinator_lost(reason, now_ms)
+            self.offsets.request_failed(request, now_ms, reason)
         else:
-            if code in COORDINATOR_ERRORS or code == E.REQUEST_TIMED_OUT:
-                self._coordinator_lost(f"OffsetCommit answered {error_name(code)}", now_ms)
-            self._retry_or_fail_commit(commit, error, now_ms)
-
-    def _on_fetch_response(self, request: OutgoingRequest, response: OffsetFetchResponse, now_ms: float) -> None:
-        fetch: _OffsetFetch = request.context
-        fetch.request = None
-        if fetch not in self._fetches:
-            return
-        codes, offsets = read_offset_fetch(response, request.version, self.group_id, fetch.partitions,
-                                           self._topic_ids)
-        if not codes:
-            self._finish_fetch(fetch, {tp: offsets.get(tp) for tp in fetch.partitions}, None)
-            return
-        code = worst_error(codes)
-        error = group_error(code, "OffsetFetch failed")
-        if code in COORDINATOR_ERRORS:
-            self._coordinator_lost(f"OffsetFetch answered {error_name(code)}", now_ms)
-        if code in COORDINATOR_ERRORS or code in RETRIABLE_CODES:
-            fetch.retry_at = now_ms + self.config.retry_backoff_ms  # until the assignment or deadline changes
-        elif code in (E.GROUP_AUTHORIZATION_FAILED,):
-            self._fatal(error, now_ms)
-        else:
-            self._finish_fetch(fetch, {}, error)
-
-    # ---- commits and fetches --------------------------------------------------------------------------
-
-    def _commit_positions(self, now_ms: float, *, sync: bool, timeout_ms: int | None = None) -> None:
-        positions = _normalize(self._positions() if self._positions is not None else {})
-        owned = set(self.assignment)
-        offsets = {tp: value for tp, value in positions.items() if tp in owned}
-        if not offsets:
-            return
-        deadline = now_ms + (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms)
-        if self._close_deadline is not None:
-            deadline = min(deadline, self._close_deadline)
-        commit = _Commit(next(self._ids), offsets, deadline, retry=sync, auto=True)
-        self._commits.append(commit)
-        if not sync:
-            self._auto_commit = commit
-
-    def _commit_generation_error(self) -> GroupError | None:
-        """Why a commit cannot go out now, if it cannot (Java's generationIfStable check)."""
-        if self.subscription is None:
-            return None  # not using group management: a plain commit for the group id
-        if self._phase in (MemberState.STABLE, MemberState.REBALANCING, MemberState.LEAVING) and \
-                self.generation.generation_id != NO_GENERATION:
-            return None
-        if self._phase in (MemberState.JOINING, MemberState.SYNCING):
-            return RebalanceInProgressError("commit failed: the group is rebalancing; commit again after the "
-                                            "new assignment", E.REBALANCE_IN_PROGRESS)
-        return CommitFailedError("commit failed: the member is not part of an active group generation")
-
-    def _retry_or_fail_commit(self, commit: _Commit, error: GroupError, now_ms: float) -> None:
-        if commit.retry and (error.retriable or error.error_code in COORDINATOR_ERRORS):
-            commit.retry_at = now_ms + self.config.retry_backoff_ms
-        else:
-            self._finish_commit(commit, error)
-
-    def _finish_commit(self, commit: _Commit, error: GroupError | None) -> None:
-        if commit in self._commits:
-            self._commits.remove(commit)
-        if commit.request is not None:
-            self._in_flight.discard(commit.request)
-            commit.request = None
-        if commit is self._auto_commit:
-            self._auto_commit = None
-        self._events.append(CommitCompleted(commit.request_id, dict(commit.offsets), error, commit.auto))
-
-    def _finish_fetch(self, fetch: _OffsetFetch, offsets: dict[TopicPartition, OffsetAndMetadata | None],
-                      error: GroupError | None) -> None:
-        if fetch in self._fetches:
-            self._fetches.remove(fetch)
-        if fetch.request is not None:
-            self._in_flight.discard(fetch.request)
-            fetch.request = None
-        if fetch.request_id is None and fetch.assignment != self.assignment:
-            if self.config.rebalance_protocol == EAGER:
-                return  # made for an assignment the member no longer has
-            still = set(self.assignment)  # cooperative: the partitions still assigned keep theirs
-            offsets = {tp: value for tp, value in offsets.items() if tp in still}
-        self._events.append(CommittedOffsets(fetch.request_id, offsets, error))
-
-
-def _normalize(offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> dict[TopicPartition, OffsetAndMetadata]:
-    result = {}
-    for tp, value in offsets.items():
-        tp = TopicPartition(*tp)
-        if isinstance(value, OffsetAndMetadata):
-            offset = value.offset
-        elif isinstance(value, int) and not isinstance(value, bool):
-            offset, value = value, OffsetAndMetadata(value)
-        else:
-            raise TypeError(f"offset for {tp} must be an int or OffsetAndMetadata, not {value!r}")
-        if offset < 0:
-            raise ValueError(f"offset for {tp} must not be negative, not {offset}")
-        result[tp] = value
-    return result
+            self.protocol.on_failure(request, now_ms, reason, coordinator_known_lost)

@@ -1,17 +1,17 @@
-"""What the two halves of a group member share (``membership`` and ``member``): the API
+"""What a group member and its protocols share (``member``, ``classic``, ``consumer_protocol``): the API
 versions they speak, the values and events they hand out, the request envelope, and how error codes
 are read."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
     ApiKey, ConsumerGroupHeartbeatResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
-    LeaveGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    LeaveGroupResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupResponse,
 )
 
 from ...errors import GroupError
@@ -21,7 +21,7 @@ __all__ = ["Coordinator", "OffsetAndMetadata", "MemberState", "Generation", "NO_
            "PartitionsRevoked", "PartitionsLost", "PartitionsAssigned", "CommittedOffsets", "CommitCompleted",
            "GroupFailure", "CLIENT_VERSIONS", "negotiate_versions", "request_version", "TOPIC_ID_VERSION",
            "INSTANCE_ID_VERSIONS", "RESPONSES",
-           "COORDINATOR_ERRORS", "RETRIABLE_CODES", "worst_error", "error_name", "group_error", "MembershipHooks"]
+           "COORDINATOR_ERRORS", "RETRIABLE_CODES", "worst_error", "error_name", "group_error", "ResponseHandler"]
 
 E = ErrorCode
 
@@ -187,6 +187,9 @@ class OutgoingRequest:
         return f"OutgoingRequest({type(self.body).__name__} v{self.version} -> {self.destination})"
 
 
+# What reads the answer to a request: (the request, its response, the time in ms).
+ResponseHandler = Callable[[OutgoingRequest, Any, float], None]
+
 # The response each request a member sends expects.
 RESPONSES: dict[ApiKey, type] = {
     ApiKey.FIND_COORDINATOR: FindCoordinatorResponse, ApiKey.JOIN_GROUP: JoinGroupResponse,
@@ -221,49 +224,3 @@ def error_name(code: int) -> str:
 
 def group_error(code: int, what: str) -> GroupError:
     return GroupError(f"{what}: {error_name(code)}", int(code))
-
-
-# ---- what GroupMember adds to the membership ------------------------------------------------------------
-
-class MembershipHooks:
-    """What ``GroupMembership`` asks of the consumer built on it (``GroupMember``): the consumer protocol's
-    assignments, and the offsets. The defaults do nothing."""
-
-    def _sync_assignments(self, response: JoinGroupResponse,
-                          protocol: str) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
-        """The SyncGroup assignments, once JoinGroup succeeded: the leader's for everyone, else none."""
-        raise NotImplementedError
-
-    def _join_complete(self, assignment: bytes | bytearray | memoryview, now_ms: float) -> None:
-        """SyncGroup succeeded with ``assignment`` (the consumer protocol's bytes): take it up."""
-        raise NotImplementedError
-
-    def _has_offset_work(self) -> bool:  # commits or offset fetches that need the coordinator
-        return False
-
-    def _commits_pending(self) -> bool:  # commits not completed yet: JoinGroup and LeaveGroup wait for them
-        return False
-
-    def _offset_timers(self) -> list[float]:  # when the offsets next have something to do by the clock alone
-        return []
-
-    def _commit_before_revoking(self, now_ms: float) -> None:  # partitions are about to be given up
-        pass
-
-    def _stop_assignment_offsets(self) -> None:  # the assignment is going: stop the work made for it
-        pass
-
-    def _fail_unsent_commits(self, reason: str) -> None:  # the generation is gone
-        pass
-
-    def _fail_offsets(self, error: GroupError) -> None:  # the member stops: every commit and fetch ends
-        pass
-
-    def _expire_offsets(self, now_ms: float) -> None:
-        pass
-
-    def _step_offsets(self, out: list[OutgoingRequest], now_ms: float) -> None:  # the coordinator is known
-        pass
-
-    def _offset_request_failed(self, request: OutgoingRequest, now_ms: float, reason: str) -> None:
-        pass
