@@ -14,12 +14,12 @@ from .core.admin.acls import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
 )
 from .core.admin.config import AdminConfig
-from .core.admin.resource_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
 from .core.admin.groups import (
     ConsumerGroupDescription, ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions,
     ConsumerGroupType, ListConsumerGroupsResult, MemberAssignment, MemberDescription,
 )
 from .core.admin.partitions import DeletedRecords, IsolationLevel, ListOffsetsResultInfo, OffsetSpec, ProducerState
+from .core.admin.resource_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
 from .core.admin.scram import (
     ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialsDescription,
     UserScramCredentialUpsertion,

@@ -19,14 +19,14 @@ import logging
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .aio.admin.client import AsyncAdminClient
 from .aio.admin.calls import unique
+from .aio.admin.client import AsyncAdminClient
 from .blocking import _CLOSE_MARGIN_S, _LoopThread
 from .core.admin.acls import AclBinding, AclBindingFilter
 from .core.admin.config import AdminConfig
-from .core.admin.resource_configs import ConfigResource
 from .core.admin.groups import ConsumerGroupTopicPartitions
 from .core.admin.partitions import IsolationLevel, OffsetSpec
+from .core.admin.resource_configs import ConfigResource
 from .core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .core.admin.topics import NewPartitions, NewTopic
 from .core.topic_partition import TopicPartition

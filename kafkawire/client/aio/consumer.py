@@ -38,9 +38,9 @@ from kafkawire.messages import ListOffsetsRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
 from ..core.consumer.config import ConsumerConfig
-from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.consumer.record import ConsumerRecord
 from ..core.consumer.fetcher import Fetcher
+from ..core.consumer.record import ConsumerRecord
+from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
 from ..core.group.member import GroupMember
 from ..core.group.protocol import (
     CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,

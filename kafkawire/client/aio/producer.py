@@ -45,14 +45,14 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.producer.accumulator import AppendResult, RecordAccumulator
 from ..core.cluster_metadata import ClusterMetadata
 from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.producer.delivery import RecordFuture, RecordMetadata
 from ..core.group.protocol import OffsetAndMetadata
-from ..core.producer.partitioner import Partitioner, StickyState, partition_for_key
+from ..core.producer.accumulator import AppendResult, RecordAccumulator
 from ..core.producer.config import ProducerConfig
+from ..core.producer.delivery import RecordFuture, RecordMetadata
 from ..core.producer.memory import Allocation, BufferPool
+from ..core.producer.partitioner import Partitioner, StickyState, partition_for_key
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
 from ..core.transactions.manager import TransactionManager

@@ -21,9 +21,9 @@ from ...core.admin.topics import Node
 from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
 from ...errors import KafkaError
+from ..connection import BrokerConnection
 from .calls import AdminCalls, unique
 from .router import GROUP
-from ..connection import BrokerConnection
 
 __all__ = ["GroupAdmin"]
 

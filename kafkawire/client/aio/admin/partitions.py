@@ -10,8 +10,8 @@ from kafkawire.messages import DeleteRecordsRequest, DescribeProducersRequest, L
 from ...core.admin import partitions
 from ...core.admin.partitions import IsolationLevel, OffsetSpec
 from ...core.topic_partition import TopicPartition
-from .calls import AdminCalls
 from ..connection import BrokerConnection
+from .calls import AdminCalls
 
 __all__ = ["PartitionAdmin"]
 

@@ -13,12 +13,12 @@ from kafkawire.messages import (
 
 from ...core.admin import resource_configs as configs
 from ...core.admin import topics
-from ...core.admin.resource_configs import ConfigResource, ConfigResourceType
 from ...core.admin.errors import Retry
+from ...core.admin.resource_configs import ConfigResource, ConfigResourceType
 from ...core.admin.topics import DescribeClusterResult, NewPartitions, NewTopic, TopicDescription
 from ...errors import AuthenticationException, KafkaConnectionError
-from .calls import AdminCalls, raise_or, unique
 from ..connection import BrokerConnection
+from .calls import AdminCalls, raise_or, unique
 
 __all__ = ["TopicAdmin"]
 

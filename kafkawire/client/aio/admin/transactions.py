@@ -12,9 +12,9 @@ from ...core.admin import transactions
 from ...core.admin.errors import outcome_of
 from ...core.admin.transactions import TransactionListing
 from ...errors import KafkaError
+from ..connection import BrokerConnection
 from .calls import AdminCalls, unique
 from .router import TRANSACTION
-from ..connection import BrokerConnection
 
 __all__ = ["TransactionAdmin"]
 

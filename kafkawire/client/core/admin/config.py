@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from ..properties import INT32_MAX, INT64_MAX, dotted, integer, servers
 from ..network_config import NetworkConfig
+from ..properties import INT32_MAX, INT64_MAX, dotted, integer, servers
 
 __all__ = ["AdminConfig"]
 

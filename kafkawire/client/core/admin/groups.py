@@ -17,12 +17,12 @@ from kafkawire.messages import (
 )
 
 from ...errors import KafkaError
-from .errors import Retry, error_for, outcome_of
-from .topics import Node, operations
 from ..group.assignors import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from ..group.protocol import OffsetAndMetadata
 from ..group.requests import read_offset_fetch
 from ..topic_partition import TopicPartition
+from .errors import Retry, error_for, outcome_of
+from .topics import Node, operations
 
 __all__ = ["ConsumerGroupState", "ConsumerGroupType", "ConsumerGroupListing", "ListConsumerGroupsResult",
            "MemberAssignment", "MemberDescription", "ConsumerGroupDescription", "ConsumerGroupTopicPartitions",

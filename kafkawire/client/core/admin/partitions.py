@@ -12,8 +12,8 @@ from kafkawire.messages import (
     ListOffsetsRequest, ListOffsetsResponse,
 )
 
-from .errors import outcome_of
 from ..topic_partition import TopicPartition
+from .errors import outcome_of
 
 __all__ = ["OffsetSpec", "IsolationLevel", "ListOffsetsResultInfo", "DeletedRecords", "ProducerState",
            "list_offsets_min_version", "list_offsets_request", "read_list_offsets", "delete_records_request",

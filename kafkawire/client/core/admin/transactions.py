@@ -10,8 +10,8 @@ from kafkawire.messages import (
 )
 
 from ...errors import KafkaError
-from .errors import error_for, outcome_of
 from ..topic_partition import TopicPartition
+from .errors import error_for, outcome_of
 
 __all__ = ["TransactionDescription", "TransactionListing", "describe_transactions_request",
            "read_describe_transactions", "list_transactions_request", "read_list_transactions"]

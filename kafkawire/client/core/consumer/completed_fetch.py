@@ -16,10 +16,10 @@ from kafkawire.errors import KafkaWireError, RecordsError
 from kafkawire.records import LegacyBatch, RecordBatch, iter_batches
 
 from ...errors import CorruptRecordException
+from ..topic_partition import TopicPartition
 from .aborted_transactions import AbortedTransactions
 from .memory import Lease
 from .record import ConsumerRecord, record_offset
-from ..topic_partition import TopicPartition
 
 __all__ = ["CompletedFetch"]
 

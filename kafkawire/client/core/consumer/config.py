@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from ..properties import INT32_MAX, INT64_MAX, boolean, choice, dotted, integer, servers
 from ..network_config import NetworkConfig
+from ..properties import INT32_MAX, INT64_MAX, boolean, choice, dotted, integer, servers
 
 __all__ = ["ConsumerConfig", "OFFSET_RESET_STRATEGIES", "ASSIGNORS"]
 

@@ -47,13 +47,13 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import FetchRequest, FetchResponse
 
 from ...errors import FetchError, NoOffsetForPartitionException, OffsetOutOfRangeException, PartitionFetchError
+from ..topic_partition import TopicPartition
 from .aborted_transactions import AbortedTransactions
 from .completed_fetch import CompletedFetch
 from .config import ConsumerConfig
+from .fetch_session import ZERO_UUID, FetchRequestData, FetchSessionHandler, PartitionFetchData
 from .memory import Lease, MemoryPool
 from .record import ConsumerRecord
-from .fetch_session import ZERO_UUID, FetchRequestData, FetchSessionHandler, PartitionFetchData
-from ..topic_partition import TopicPartition
 
 __all__ = ["Fetcher", "Leader", "FetchOutcome", "FETCH_VERSION_MIN", "FETCH_VERSION_MAX",
            "LIST_OFFSETS_EARLIEST", "LIST_OFFSETS_LATEST"]

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from kafkawire.errors import DecodeError
 from kafkawire.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from .assignor_base import Assignor, java_string_key, partition_key
 from ..topic_partition import TopicPartition
+from .assignor_base import Assignor, java_string_key, partition_key
 
 __all__ = ["Subscription", "Assignment", "RangeAssignor", "RoundRobinAssignor", "ASSIGNORS", "get_assignor", "Assignor",
            "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from .assignor_base import COOPERATIVE, EAGER
 from ..topic_partition import TopicPartition
+from .assignor_base import COOPERATIVE, EAGER
 
 __all__ = ["EAGER", "COOPERATIVE", "NONE", "revoke_before_join", "AssignmentChange", "assignment_change"]
 

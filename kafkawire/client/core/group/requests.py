@@ -14,12 +14,12 @@ from kafkawire.messages import (
     SyncGroupRequest,
 )
 
+from ..topic_partition import TopicPartition
 from .assignors import (
     ASSIGNMENT_VERSION, ASSIGNORS, CONSUMER_PROTOCOL_TYPE, Subscription, decode_subscription, encode_assignment,
     encode_subscription,
 )
 from .protocol import TOPIC_ID_VERSION, Generation, OffsetAndMetadata
-from ..topic_partition import TopicPartition
 
 __all__ = ["find_coordinator_request", "read_find_coordinator", "join_group_request", "sync_group_request",
            "LeaderAssignment", "leader_assignment", "heartbeat_request", "leave_group_request",

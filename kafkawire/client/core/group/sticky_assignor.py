@@ -24,8 +24,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from .assignor_base import COOPERATIVE, EAGER, Assignor, java_string_key, member_order, partition_key
 from ..topic_partition import TopicPartition
+from .assignor_base import COOPERATIVE, EAGER, Assignor, java_string_key, member_order, partition_key
 
 if TYPE_CHECKING:
     from .assignors import Subscription

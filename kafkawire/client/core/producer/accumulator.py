@@ -32,13 +32,13 @@ from kafkawire.records.appender import HeaderPair
 from kafkawire.records.batch import increment_sequence
 
 from ...errors import AccumulatorClosed, DeliveryTimeout, RecordTooLarge
-from .delivery import LoopWaiter, RecordFuture
+from ..topic_partition import TopicPartition
 from .batch import (
     BATCH_OVERHEAD, CompressionRatioEstimator, ProducerBatch, record_size_upper_bound, size_factor,
 )
 from .config import ProducerConfig
+from .delivery import LoopWaiter, RecordFuture
 from .memory import Allocation, BufferPool
-from ..topic_partition import TopicPartition
 
 __all__ = ["RecordAccumulator", "AppendResult", "ReadyCheck"]
 

@@ -17,9 +17,9 @@ from kafkawire.records import Codec, RecordBatchBuilder
 from kafkawire.records.batch import NO_PRODUCER_ID, NO_SEQUENCE
 from kafkawire.records.layouts import BATCH_HEADER_SIZE
 
+from ..topic_partition import TopicPartition
 from .delivery import BatchResult, LoopWaiter, RecordFuture
 from .memory import Buffer
-from ..topic_partition import TopicPartition
 
 __all__ = ["ProducerBatch", "CompressionRatioEstimator", "record_size_upper_bound", "size_factor",
            "BATCH_OVERHEAD"]

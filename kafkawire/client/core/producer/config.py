@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from kafkawire.records import Codec
 
 from ...errors import ConfigError
-from ..properties import INT32_MAX, INT64_MAX, boolean, integer, servers
 from ..network_config import NetworkConfig
+from ..properties import INT32_MAX, INT64_MAX, boolean, integer, servers
 
 __all__ = ["ProducerConfig", "ACKS_ALL"]
 
