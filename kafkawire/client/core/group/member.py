@@ -5,8 +5,9 @@ subscription, the assignment and the events, the clocks (max.poll.interval.ms: w
 for that long the member leaves until the next one), closing, and the offsets (``offsets``). How the
 member joins and gets its partitions is its protocol's, chosen by ``group.protocol``: the classic
 JoinGroup protocol (``classic``) or KIP-848's ConsumerGroupHeartbeat (``consumer_protocol``), two
-classes side by side that drive the member they run in. A fatal GroupFailure keeps the member out until
-``record_poll`` or ``subscribe``.
+classes side by side that drive the member they run in (its phase, generation and assignment are
+theirs to move, as its offsets are). A fatal GroupFailure keeps the member out until ``record_poll`` or
+``subscribe``.
 """
 from __future__ import annotations
 
