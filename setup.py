@@ -10,8 +10,8 @@ setup(ext_modules=[
     Extension("kafkawire.records._rows", ["kafkawire/records/_rows.c"], optional=True),
     # RecordAppender.append, a producer's per-record write (kafkawire/records/appender.py).
     Extension("kafkawire.records._append", ["kafkawire/records/_append.c"], optional=True),
-    # Kafka's key hash for the producer's partitioner (kafkawire/client/core/partitioner.py).
-    Extension("kafkawire.client.core._murmur2", ["kafkawire/client/core/_murmur2.c"], optional=True),
+    # Kafka's key hash for the producer's partitioner (kafkawire/client/core/producer/partitioner.py).
+    Extension("kafkawire.client.core.producer._murmur2", ["kafkawire/client/core/producer/_murmur2.c"], optional=True),
     # Record keys, values and headers gathered into Arrow buffers (kafkawire/capture/record_table.py).
     Extension("kafkawire.records._spans", ["kafkawire/records/_spans.c"], optional=True),
     # The capture readers' per-packet loop: pcapng/pcap runs, Ethernet/IP/TCP headers (kafkawire/capture/).

@@ -6,10 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kafkawire import messages as m
-from kafkawire.client.core.assignors import encode_assignment
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.group_member import GroupMember
-from kafkawire.client.core.group_protocol import MemberState
+from kafkawire.client.core.group.assignors import encode_assignment
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import MemberState
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 

@@ -36,20 +36,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
-    from .aio.admin import AsyncAdminClient as AsyncAdminClient
+    from .aio.admin.client import AsyncAdminClient as AsyncAdminClient
     from .aio.consumer import AsyncConsumer as AsyncConsumer
     from .aio.producer import AsyncProducer as AsyncProducer
     from .blocking import Consumer as Consumer
     from .blocking import Producer as Producer
     from .blocking_admin import AdminClient as AdminClient
-    from .core.admin_config import AdminConfig as AdminConfig
-    from .core.consumer_config import ConsumerConfig as ConsumerConfig
-    from .core.consumer_group_metadata import ConsumerGroupMetadata as ConsumerGroupMetadata
-    from .core.consumer_record import ConsumerRecord as ConsumerRecord
-    from .core.delivery import RecordFuture as RecordFuture
-    from .core.delivery import RecordMetadata as RecordMetadata
-    from .core.group_protocol import OffsetAndMetadata as OffsetAndMetadata
-    from .core.producer_config import ProducerConfig as ProducerConfig
+    from .core.admin.config import AdminConfig as AdminConfig
+    from .core.consumer.config import ConsumerConfig as ConsumerConfig
+    from .core.group.consumer_group_metadata import ConsumerGroupMetadata as ConsumerGroupMetadata
+    from .core.consumer.record import ConsumerRecord as ConsumerRecord
+    from .core.producer.delivery import RecordFuture as RecordFuture
+    from .core.producer.delivery import RecordMetadata as RecordMetadata
+    from .core.group.protocol import OffsetAndMetadata as OffsetAndMetadata
+    from .core.producer.config import ProducerConfig as ProducerConfig
     from .core.topic_partition import TopicPartition as TopicPartition
     from .errors import AuthenticationException as AuthenticationException
     from .errors import AuthorizationException as AuthorizationException
@@ -96,11 +96,12 @@ _ERRORS = ("AuthenticationException", "AuthorizationException", "ClusterAuthoriz
            "TransactionTimeout")
 _EXPORTS = {
     "AsyncProducer": "aio.producer", "AsyncConsumer": "aio.consumer", "Producer": "blocking",
-    "Consumer": "blocking", "ProducerConfig": "core.producer_config", "ConsumerConfig": "core.consumer_config",
-    "RecordMetadata": "core.delivery", "RecordFuture": "core.delivery", "ConsumerRecord": "core.consumer_record",
-    "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group_protocol",
-    "ConsumerGroupMetadata": "core.consumer_group_metadata",
-    "AdminClient": "blocking_admin", "AsyncAdminClient": "aio.admin", "AdminConfig": "core.admin_config",
+    "Consumer": "blocking", "ProducerConfig": "core.producer.config", "ConsumerConfig": "core.consumer.config",
+    "RecordMetadata": "core.producer.delivery", "RecordFuture": "core.producer.delivery",
+    "ConsumerRecord": "core.consumer.record",
+    "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group.protocol",
+    "ConsumerGroupMetadata": "core.group.consumer_group_metadata",
+    "AdminClient": "blocking_admin", "AsyncAdminClient": "aio.admin.client", "AdminConfig": "core.admin.config",
     **dict.fromkeys(_ERRORS, "errors"),
 }
 

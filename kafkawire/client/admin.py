@@ -8,27 +8,27 @@ and every type a call takes or returns.
 """
 from __future__ import annotations
 
-from .aio.admin import AsyncAdminClient
+from .aio.admin.client import AsyncAdminClient
 from .blocking_admin import AdminClient
-from .core.admin_acls import (
+from .core.admin.acls import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
 )
-from .core.admin_config import AdminConfig
-from .core.admin_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
-from .core.admin_groups import (
+from .core.admin.config import AdminConfig
+from .core.admin.groups import (
     ConsumerGroupDescription, ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions,
     ConsumerGroupType, ListConsumerGroupsResult, MemberAssignment, MemberDescription,
 )
-from .core.admin_partitions import DeletedRecords, IsolationLevel, ListOffsetsResultInfo, OffsetSpec, ProducerState
-from .core.admin_scram import (
+from .core.admin.partitions import DeletedRecords, IsolationLevel, ListOffsetsResultInfo, OffsetSpec, ProducerState
+from .core.admin.resource_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
+from .core.admin.scram import (
     ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from .core.admin_topics import (
+from .core.admin.topics import (
     DescribeClusterResult, NewPartitions, NewTopic, Node, TopicDescription, TopicPartitionInfo,
 )
-from .core.admin_transactions import TransactionDescription, TransactionListing
-from .core.group_protocol import OffsetAndMetadata
+from .core.admin.transactions import TransactionDescription, TransactionListing
+from .core.group.protocol import OffsetAndMetadata
 from .core.topic_partition import TopicPartition
 
 __all__ = [

@@ -33,12 +33,12 @@ from typing import Any
 
 from .aio.consumer import AsyncConsumer, CommitCallback
 from .aio.producer import AsyncProducer, TopicRoute
-from .core.consumer_config import ConsumerConfig
-from .core.consumer_group_metadata import ConsumerGroupMetadata
-from .core.consumer_record import ConsumerRecord
-from .core.delivery import RecordFuture, RecordMetadata
-from .core.group_protocol import OffsetAndMetadata
-from .core.producer_config import ProducerConfig
+from .core.consumer.config import ConsumerConfig
+from .core.consumer.record import ConsumerRecord
+from .core.group.consumer_group_metadata import ConsumerGroupMetadata
+from .core.group.protocol import OffsetAndMetadata
+from .core.producer.config import ProducerConfig
+from .core.producer.delivery import RecordFuture, RecordMetadata
 from .core.topic_partition import TopicPartition
 
 __all__ = ["Producer", "Consumer"]

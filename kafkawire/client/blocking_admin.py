@@ -19,16 +19,16 @@ import logging
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .aio.admin import AsyncAdminClient
-from .aio.admin_base import unique
+from .aio.admin.calls import unique
+from .aio.admin.client import AsyncAdminClient
 from .blocking import _CLOSE_MARGIN_S, _LoopThread
-from .core.admin_acls import AclBinding, AclBindingFilter
-from .core.admin_config import AdminConfig
-from .core.admin_configs import ConfigResource
-from .core.admin_groups import ConsumerGroupTopicPartitions
-from .core.admin_partitions import IsolationLevel, OffsetSpec
-from .core.admin_scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
-from .core.admin_topics import NewPartitions, NewTopic
+from .core.admin.acls import AclBinding, AclBindingFilter
+from .core.admin.config import AdminConfig
+from .core.admin.groups import ConsumerGroupTopicPartitions
+from .core.admin.partitions import IsolationLevel, OffsetSpec
+from .core.admin.resource_configs import ConfigResource
+from .core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
+from .core.admin.topics import NewPartitions, NewTopic
 from .core.topic_partition import TopicPartition
 from .errors import KafkaConnectionError
 

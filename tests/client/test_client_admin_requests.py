@@ -15,11 +15,15 @@ from kafkawire.client.admin import (
     ConsumerGroupType, IsolationLevel, NewPartitions, NewTopic, OffsetSpec, ScramCredentialInfo, ScramMechanism,
     TopicPartition, UserScramCredentialDeletion, UserScramCredentialUpsertion,
 )
-from kafkawire.client.core import (
-    admin_acls, admin_configs, admin_groups, admin_partitions, admin_scram, admin_topics, admin_transactions,
-)
-from kafkawire.client.core.admin_errors import Retry
-from kafkawire.client.core.admin_topics import Node
+from kafkawire.client.core.admin import acls as admin_acls
+from kafkawire.client.core.admin import groups as admin_groups
+from kafkawire.client.core.admin import partitions as admin_partitions
+from kafkawire.client.core.admin import resource_configs as admin_configs
+from kafkawire.client.core.admin import scram as admin_scram
+from kafkawire.client.core.admin import topics as admin_topics
+from kafkawire.client.core.admin import transactions as admin_transactions
+from kafkawire.client.core.admin.errors import Retry
+from kafkawire.client.core.admin.topics import Node
 from kafkawire.client.errors import ConfigError, KafkaError, UnknownTopicError
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.sasl.scram import MECHANISMS

@@ -1,4 +1,4 @@
-"""The consumer protocol's assignors and payloads (kafkawire.client.core.assignors): against kafka-python's
+"""The consumer protocol's assignors and payloads (kafkawire.client.core.group.assignors): against kafka-python's
 RangePartitionAssignor / RoundRobinPartitionAssignor (and aiokafka's round-robin) for random groups
 (Hypothesis), Java's documented examples, Java's string order; the subscription and assignment bytes
 against kafka-python's codec in both directions.
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkawire.client.core.assignors import (
+from kafkawire.client.core.group.assignors import (
     ASSIGNORS, Assignment, RangeAssignor, RoundRobinAssignor, Subscription, decode_assignment,
     decode_subscription, encode_assignment, encode_subscription, get_assignor,
 )

@@ -1,4 +1,4 @@
-"""The clients' configurations (kafkawire.client.core.producer_config, consumer_config and their shared
+"""The clients' configurations (kafkawire.client.core.producer.config, consumer_config and their shared
 properties): Kafka's names and defaults, dotted names with string values, derived defaults, and errors
 that name the property.
 """
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.client.core.admin_config import AdminConfig
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.producer_config import ProducerConfig
+from kafkawire.client.core.admin.config import AdminConfig
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.producer.config import ProducerConfig
 from kafkawire.client.errors import ConfigError
 from kafkawire.records import Codec
 

@@ -1,4 +1,4 @@
-"""The consumer's memory (kafkawire.client.core.consumer_memory, KIP-81): what fits and the exception for an
+"""The consumer's memory (kafkawire.client.core.consumer.memory, KIP-81): what fits and the exception for an
 empty pool, leases split and released, waiters served first come first served, and the depletion metrics
 on a fake clock. How the fetcher charges it is in test_client_fetcher.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.client.core.consumer_memory import MemoryPool
+from kafkawire.client.core.consumer.memory import MemoryPool
 
 from fake_clock import FakeClock
 

@@ -13,9 +13,9 @@ import pytest
 
 from kafkawire import messages as m
 from kafkawire.client import AsyncConsumer, AsyncProducer
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.consumer_protocol_member import ConsumerProtocolMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import (
     Coordinator, GroupFailure, MemberState, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from kafkawire.client.core.topic_partition import TopicPartition as TP
@@ -27,10 +27,10 @@ ORDERS = uuid.uuid4()
 Response = m.ConsumerGroupHeartbeatResponse
 
 
-def member(**settings) -> ConsumerProtocolMember:
+def member(**settings) -> GroupMember:
     config = ConsumerConfig(group_id="g", group_protocol="consumer", enable_auto_commit=False,
                             group_remote_assignor="range", **settings)
-    joined = ConsumerProtocolMember(config, group_instance_id=settings.get("group_instance_id"))
+    joined = GroupMember(config, group_instance_id=settings.get("group_instance_id"))
     joined.set_topic_ids({"orders": ORDERS})
     joined.subscribe(["orders"], 0)
     joined.coordinator = Coordinator(1, "127.0.0.1", 9092)  # as if FindCoordinator had answered

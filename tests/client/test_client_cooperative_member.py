@@ -1,4 +1,4 @@
-"""KIP-429 in the sans-IO classic group member (kafkawire.client.core.group_member with
+"""KIP-429 in the sans-IO classic group member (kafkawire.client.core.group.member with
 ``partition.assignment.strategy=cooperative-sticky``), driven by hand-built responses through the codec:
 partitions kept through a rebalance, only revoked ones revoked, a rejoin at once after a revocation, only
 added ones announced and looked up; and the eager ``sticky`` assignor's user data.
@@ -6,11 +6,11 @@ added ones announced and looked up; and the eager ``sticky`` assignor's user dat
 from __future__ import annotations
 
 from kafkawire import messages as m
-from kafkawire.client.core.assignors import decode_assignment, decode_subscription, encode_subscription, Subscription
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.group.assignors import decode_assignment, decode_subscription, encode_subscription, Subscription
+from kafkawire.client.core.group.protocol import (
     CommitCompleted, MemberState, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
-from kafkawire.client.core.sticky_assignor import decode_cooperative_user_data, decode_sticky_user_data
+from kafkawire.client.core.group.sticky_assignor import decode_cooperative_user_data, decode_sticky_user_data
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 

@@ -1,4 +1,4 @@
-"""The client side of KIP-227 fetch sessions (kafkawire.client.core.fetch_session): a full request, then
+"""The client side of KIP-227 fetch sessions (kafkawire.client.core.consumer.fetch_session): a full request, then
 incremental ones that send only what changed and forget what left; errors back to full requests; epochs
 wrapping to 1; topic ids on Fetch v13+, replaced ones, and v12 at most without them.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from kafkawire.client.core.fetch_session import (
+from kafkawire.client.core.consumer.fetch_session import (
     FINAL_EPOCH, INITIAL_EPOCH, ZERO_UUID, FetchSessionHandler, PartitionFetchData, next_epoch,
 )
 from kafkawire.client.core.topic_partition import TopicPartition

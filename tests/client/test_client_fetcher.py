@@ -1,4 +1,4 @@
-"""The consumer's sans-IO fetcher (kafkawire.client.core.fetcher, completed_fetch): KIP-74 rotation, KIP-41
+"""The consumer's sans-IO fetcher (kafkawire.client.core.consumer.fetcher, completed_fetch): KIP-74 rotation, KIP-41
 draining and prefetch, KIP-1178 remote bytes, errors, and what it charges to the KIP-81 memory pool (the
 pool alone is in test_client_consumer_memory, fetch sessions in test_client_fetch_sessions).
 
@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.consumer_memory import MemoryPool
-from kafkawire.client.core.fetch_session import ZERO_UUID
-from kafkawire.client.core.fetcher import Fetcher, Leader
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.consumer.memory import MemoryPool
+from kafkawire.client.core.consumer.fetch_session import ZERO_UUID
+from kafkawire.client.core.consumer.fetcher import Fetcher, Leader
 from kafkawire.client.core.topic_partition import TopicPartition
 from kafkawire.client.errors import (
     CorruptRecordException, NoOffsetForPartitionException, OffsetOutOfRangeException, PartitionFetchError,

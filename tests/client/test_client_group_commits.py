@@ -1,4 +1,4 @@
-"""The sans-IO group member's offsets (kafkawire.client.core.group_member): commits with the generation,
+"""The sans-IO group member's offsets (kafkawire.client.core.group.member): commits with the generation,
 their outcomes and retries, commits during a rebalance and outside any group, auto-commit, the commits
 of close, committed-offset fetches; every request encoded and every response decoded at its version.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kafkawire import messages as m
-from kafkawire.client.core.group_member import GroupMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import (
     CommitCompleted, CommittedOffsets, MemberState, OffsetAndMetadata, PartitionsLost, PartitionsRevoked,
 )
 from kafkawire.client.core.topic_partition import TopicPartition as TP

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from kafkawire import messages as m
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.group_member import GroupMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import (
     CommitCompleted, CommittedOffsets, MemberState, PartitionsLost, PartitionsRevoked,
 )
 from kafkawire.client.core.topic_partition import TopicPartition as TP

@@ -1,4 +1,4 @@
-"""The sans-IO group membership (kafkawire.client.core.group_membership, run as a GroupMember) driven by
+"""The sans-IO group membership (kafkawire.client.core.group.classic, run in a GroupMember) driven by
 hand-built responses, every request encoded and every response decoded at the request's version: finding
 the coordinator, joining, syncing, the leader's assignment, heartbeats, rebalances, each error, timeouts.
 """
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from kafkawire import messages as m
-from kafkawire.client.core.assignors import (
+from kafkawire.client.core.group.assignors import (
     Subscription, decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 )
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.group_member import GroupMember
-from kafkawire.client.core.group_protocol import (
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.group.member import GroupMember
+from kafkawire.client.core.group.protocol import (
     CommitCompleted, CommittedOffsets, Coordinator, GroupFailure, MemberState, OffsetAndMetadata,
     PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
@@ -206,7 +206,7 @@ def test_heartbeats_follow_the_interval_and_back_off_after_errors():
     assert sim.poll() == []  # one heartbeat in flight at a time
     sim.reply(beat, m.HeartbeatResponse(error_code=0))
     assert type(sim.poll()[0].body) is m.HeartbeatRequest  # overdue: at once
-    beat = sim.m._heartbeat_request
+    beat = sim.m.protocol._heartbeat_request
     sim.reply(beat, m.HeartbeatResponse(error_code=E.COORDINATOR_LOAD_IN_PROGRESS))
     assert sim.m.timeout_ms(sim.now) == 100  # retry.backoff.ms
     sim.advance(100)
@@ -296,7 +296,7 @@ def test_coordinator_errors_send_the_member_back_to_findcoordinator():
     other.reply(other.expect(m.FindCoordinatorRequest), find_ok())
     assert type(other.poll()[0].body) is m.JoinGroupRequest
     # a lost connection does the same, and a late answer to the lost request is ignored
-    join = other.m._join_request
+    join = other.m.protocol._join_request
     other.m.handle_failure(join, other.now)
     assert other.m.coordinator is None
     other.m.handle_response(join, join_ok("me-1"), other.now)

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from kafkawire.client.core.accumulator import RecordAccumulator
-from kafkawire.client.core.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
-from kafkawire.client.core.producer_batch import record_size_upper_bound
-from kafkawire.client.core.producer_config import ProducerConfig
-from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.core.producer.accumulator import RecordAccumulator
+from kafkawire.client.core.producer.partitioner import Partitioner, StickyPartitioner, murmur2, partition_for_key, to_positive
+from kafkawire.client.core.producer.batch import record_size_upper_bound
+from kafkawire.client.core.producer.config import ProducerConfig
+from kafkawire.client.core.producer.memory import BufferPool
 from kafkawire.client.core.topic_partition import TopicPartition
 from kafkawire.client.errors import AccumulatorClosed, BufferExhausted, DeliveryTimeout, RecordTooLarge
 from kafkawire.records import Codec, Header, iter_batches

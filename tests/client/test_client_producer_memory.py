@@ -1,4 +1,4 @@
-"""The producer's memory (kafkawire.client.core.producer_memory, the BufferPool): the free list of batch.size
+"""The producer's memory (kafkawire.client.core.producer.memory, the BufferPool): the free list of batch.size
 buffers and what KIP-782 leaves on it, strictly FIFO waiters, max.block.ms on a fake clock, growth, and
 accounting that never exceeds buffer.memory.
 """
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.core.producer.memory import BufferPool
 from kafkawire.client.errors import BufferExhausted, PoolClosed
 
 from fake_clock import FakeClock

@@ -17,11 +17,11 @@ from hypothesis.database import InMemoryExampleDatabase
 from broker_harness import BrokerThread
 from kafkawire.client import AsyncConsumer, BufferExhausted, Producer, TopicPartition
 from kafkawire.client.aio.waiting import wait_for_delivery
-from kafkawire.client.core.accumulator import RecordAccumulator
-from kafkawire.client.core.delivery import BatchResult, RecordFuture
-from kafkawire.client.core.partitioner import murmur2, partition_for_key, py_murmur2, py_partition_for_key
-from kafkawire.client.core.producer_config import ProducerConfig
-from kafkawire.client.core.producer_memory import BufferPool
+from kafkawire.client.core.producer.accumulator import RecordAccumulator
+from kafkawire.client.core.producer.delivery import BatchResult, RecordFuture
+from kafkawire.client.core.producer.partitioner import murmur2, partition_for_key, py_murmur2, py_partition_for_key
+from kafkawire.client.core.producer.config import ProducerConfig
+from kafkawire.client.core.producer.memory import BufferPool
 from kafkawire.client.errors import ProducerClosed
 from kafkawire.records import iter_batches
 from silent_broker import SilentBroker

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.fetcher import Fetcher, Leader
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.consumer.fetcher import Fetcher, Leader
 from kafkawire.client.core.topic_partition import TopicPartition
 from kafkawire.messages import FetchResponse
 from kafkawire.records import RecordBatchBuilder, iter_batches, transaction_marker_batch

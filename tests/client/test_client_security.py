@@ -331,7 +331,7 @@ def test_requests_made_while_re_authenticating_wait_for_it_and_keep_their_order(
     then written in order once it completes, on the same connection."""
     from kafkawire.client.aio.authentication import ConnectionSecurity
     from kafkawire.client.aio.connection import BrokerConnection
-    from kafkawire.client.core.producer_config import ProducerConfig
+    from kafkawire.client.core.producer.config import ProducerConfig
     from kafkawire.messages import MetadataRequest
 
     config = ProducerConfig.from_properties(settings(broker, tls_files, "SASL_PLAINTEXT SCRAM-SHA-256"))

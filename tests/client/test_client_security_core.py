@@ -14,8 +14,8 @@ import pytest
 import trustme
 
 from kafkawire.client.aio.tls import client_context
-from kafkawire.client.core.consumer_config import ConsumerConfig
-from kafkawire.client.core.producer_config import ProducerConfig
+from kafkawire.client.core.consumer.config import ConsumerConfig
+from kafkawire.client.core.producer.config import ProducerConfig
 from kafkawire.client.core.sasl_client import (
     OAuthBearerExchange, OAuthBearerTokens, UnsecuredTokenSettings, reauthentication_delay_ms,
 )

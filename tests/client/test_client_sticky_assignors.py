@@ -1,4 +1,4 @@
-"""The sticky assignors (kafkawire.client.core.sticky_assignor): balance, stickiness and the cooperative
+"""The sticky assignors (kafkawire.client.core.group.sticky_assignor): balance, stickiness and the cooperative
 rule as Hypothesis properties over random groups and reassignments, Java's documented examples, the
 generation rules, and the user data bytes against kafka-python's codecs and the message specs.
 """
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkawire.client.core.assignors import ASSIGNORS, Subscription, decode_subscription, encode_subscription
-from kafkawire.client.core.sticky_assignor import (
+from kafkawire.client.core.group.assignors import ASSIGNORS, Subscription, decode_subscription, encode_subscription
+from kafkawire.client.core.group.sticky_assignor import (
     CooperativeStickyAssignor, StickyAssignor, decode_cooperative_user_data, decode_sticky_user_data,
     encode_cooperative_user_data, encode_sticky_user_data,
 )

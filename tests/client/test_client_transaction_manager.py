@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.client.core.consumer_group_metadata import ConsumerGroupMetadata
-from kafkawire.client.core.group_protocol import OffsetAndMetadata
+from kafkawire.client.core.group.consumer_group_metadata import ConsumerGroupMetadata
+from kafkawire.client.core.group.protocol import OffsetAndMetadata
 from kafkawire.client.core.topic_partition import TopicPartition
-from kafkawire.client.core.transaction_errors import Action, action_for, batch_action
-from kafkawire.client.core.transaction_manager import TransactionManager, TransactionState
+from kafkawire.client.core.transactions.errors import Action, action_for, batch_action
+from kafkawire.client.core.transactions.manager import TransactionManager, TransactionState
 from kafkawire.client.errors import (
     DeliveryTimeout, KafkaError, ProducerFencedError, TransactionAbortableError, TransactionAbortedError,
     TransactionalIdAuthorizationError, TransactionFatalError, TransactionStateError,

@@ -43,10 +43,10 @@ from kafkawire import __version__
 from kafkawire.error_codes import ErrorCode
 from kafkawire.errors import DecodeError
 from kafkawire.framing import DEFAULT_MAX_FRAME, Correlator
-from kafkawire.messages import ApiVersionsRequest
+from kafkawire.messages import ApiKey, ApiVersionsRequest
 from kafkawire.messages import api as _api
 
-from ..core.consumer_memory import Lease, MemoryPool
+from ..core.consumer.memory import Lease, MemoryPool
 from ..core.sasl_client import reauthentication_delay_ms
 from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 from .authentication import ConnectionSecurity
@@ -60,7 +60,6 @@ DEFAULT_ROLE = "default"  # metadata, produce, list offsets
 FETCH_ROLE = "fetch"  # fetches only: the connection whose reads the memory pool may pause
 COORDINATOR_ROLE = "coordinator"  # group traffic, never paused
 _SIZE = struct.Struct(">i")
-_API_VERSIONS = 18
 _STREAM_LIMIT = 1 << 16  # asyncio pauses the transport once twice this is buffered unread
 
 AuthenticationListener = Callable[[AuthenticationException], None]
@@ -203,13 +202,13 @@ class BrokerConnection:
         return self
 
     async def _negotiate(self) -> None:
-        info = _api(_API_VERSIONS)
+        info = _api(ApiKey.API_VERSIONS)
         version = info.max_version
         request = ApiVersionsRequest(client_software_name="kafkawire", client_software_version=__version__)
         for _ in range(3):
             response = await self.request(request, version)
             if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
-                offered = [k.max_version for k in response.api_keys if k.api_key == _API_VERSIONS]
+                offered = [k.max_version for k in response.api_keys if k.api_key == ApiKey.API_VERSIONS]
                 lower = min(offered[0] if offered else 0, info.max_version)
                 if lower >= version:
                     break
@@ -256,7 +255,7 @@ class BrokerConnection:
         if version is None:
             version = self.api_version(body.API_KEY)
         if expects_response is None:  # Produce with acks=0 is the one request without a response
-            expects_response = not (body.API_KEY == 0 and getattr(body, "acks", 1) == 0)
+            expects_response = not (body.API_KEY == ApiKey.PRODUCE and getattr(body, "acks", 1) == 0)
         if self._held is not None and not authentication:
             self._held.append((future, body, version, timeout_ms, charge_pool, expects_response))
         else:

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from ..core.consumer_memory import MemoryPool
+from ..core.consumer.memory import MemoryPool
 from ..core.network_config import ExponentialBackoff, NetworkConfig
 from ..errors import (
     AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError,

@@ -37,13 +37,12 @@ from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import ListOffsetsRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
-from ..core.consumer_config import ConsumerConfig
-from ..core.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.consumer_record import ConsumerRecord
-from ..core.fetcher import Fetcher
-from ..core.consumer_protocol_member import ConsumerProtocolMember
-from ..core.group_member import GroupMember
-from ..core.group_protocol import (
+from ..core.consumer.config import ConsumerConfig
+from ..core.consumer.fetcher import Fetcher
+from ..core.consumer.record import ConsumerRecord
+from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
+from ..core.group.member import GroupMember
+from ..core.group.protocol import (
     CommittedOffsets, OffsetAndMetadata, PartitionsAssigned, PartitionsLost, PartitionsRevoked,
 )
 from ..core.properties import resolve
@@ -96,8 +95,7 @@ class AsyncConsumer:
         # group membership and offsets, with a group.id
         self.member = None
         if config.group_id:
-            kind = ConsumerProtocolMember if config.group_protocol == "consumer" else GroupMember
-            self.member = kind(config, positions=self._positions, group_instance_id=config.group_instance_id)
+            self.member = GroupMember(config, positions=self._positions, group_instance_id=config.group_instance_id)
         self._group = (GroupDriver(self.member, config.group_id, self.connections, self.metadata, self._stats,
                                    spawn=self._spawn, any_connection=self._any_connection,
                                    on_event=self._on_group_event)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 from kafkawire.messages import FetchRequest
 
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
-from ..core.consumer_config import ConsumerConfig
-from ..core.fetcher import FETCH_VERSION_MIN, Fetcher, Leader
+from ..core.consumer.config import ConsumerConfig
+from ..core.consumer.fetcher import FETCH_VERSION_MIN, Fetcher, Leader
 from ..core.topic_partition import TopicPartition
 from ..errors import KafkaConnectionError, KafkaError
 from .connection import FETCH_ROLE, Reply

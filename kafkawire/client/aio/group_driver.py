@@ -1,4 +1,4 @@
-"""GroupDriver: the consumer's GroupMember (``kafkawire.client.core.group_member``, sans I/O) run by a
+"""GroupDriver: the consumer's GroupMember (``kafkawire.client.core.group.member``, sans I/O) run by a
 task of its own.
 
 The task sends what the member asks for (to any broker, or to the coordinator over a connection of its
@@ -14,8 +14,10 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ..core.group_member import GroupMember
-from ..core.group_protocol import CommitCompleted, CommittedOffsets, GroupFailure, OutgoingRequest
+from kafkawire.messages import ApiKey
+
+from ..core.group.member import GroupMember
+from ..core.group.protocol import CommitCompleted, CommittedOffsets, GroupFailure, OutgoingRequest
 from ..errors import GroupError, IncompatibleBrokerError, KafkaConnectionError, KafkaError
 from .connection import COORDINATOR_ROLE, BrokerConnection
 from .connection_manager import ConnectionManager
@@ -26,7 +28,6 @@ __all__ = ["GroupDriver"]
 
 log = logging.getLogger(__name__)
 
-_OFFSET_COMMIT = 8  # the API key, for the commit counter
 
 
 def _now_ms() -> float:
@@ -115,7 +116,7 @@ class GroupDriver:
             member.handle_failure(request, _now_ms(), str(error))
         else:
             member.handle_response(request, response, _now_ms())
-            if request.api_key == _OFFSET_COMMIT:
+            if request.api_key == ApiKey.OFFSET_COMMIT:  # (the commit counter)
                 self.stats["commit-total"] += 1
         # Act on what the answer changed before anything else runs: a revocation must take its partitions
         # away before the application can poll records past the positions committed for them.

@@ -10,7 +10,7 @@ The common case is one synchronous step, with no coroutine of its own per record
 partitions are known (cached per topic with its sticky partition, until metadata changes) and the
 partition's open batch has room, so the record is written in place (``RecordAccumulator.try_append``).
 Otherwise ``send`` waits (up to ``max.block.ms``) for the topic's metadata and for ``buffer.memory``
-in the BufferPool (``producer_memory``). Once an append gives the sender work (a new batch, or one at ``batch.size``), a
+in the BufferPool (``core.producer.memory``). Once an append gives the sender work (a new batch, or one at ``batch.size``), a
 send yields to the event loop once, at most every 2 ms (or linger.ms if less), so a loop that never
 waits still has its batches sent, several to a request.
 
@@ -45,17 +45,17 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.accumulator import AppendResult, RecordAccumulator
 from ..core.cluster_metadata import ClusterMetadata
-from ..core.consumer_group_metadata import ConsumerGroupMetadata
-from ..core.delivery import RecordFuture, RecordMetadata
-from ..core.group_protocol import OffsetAndMetadata
-from ..core.partitioner import Partitioner, StickyState, partition_for_key
-from ..core.producer_config import ProducerConfig
-from ..core.producer_memory import Allocation, BufferPool
+from ..core.group.consumer_group_metadata import ConsumerGroupMetadata
+from ..core.group.protocol import OffsetAndMetadata
+from ..core.producer.accumulator import AppendResult, RecordAccumulator
+from ..core.producer.config import ProducerConfig
+from ..core.producer.delivery import RecordFuture, RecordMetadata
+from ..core.producer.memory import Allocation, BufferPool
+from ..core.producer.partitioner import Partitioner, StickyState, partition_for_key
 from ..core.properties import resolve
 from ..core.topic_partition import TopicPartition
-from ..core.transaction_manager import TransactionManager
+from ..core.transactions.manager import TransactionManager
 from ..errors import (
     AuthenticationException, ProducerClosed, TransactionError, TransactionStateError,
 )
@@ -84,7 +84,7 @@ class TopicRoute:
 
     __slots__ = ("count", "sticky")
 
-    def __init__(self, count: int, sticky: StickyState):
+    def __init__(self, count: int, sticky: StickyState) -> None:
         self.count = count
         self.sticky = sticky
 
@@ -105,7 +105,7 @@ class AsyncProducer:
         self.metadata = Metadata(self.connections, self.config.bootstrap_servers, allow_auto_topic_creation=True,
                                  retry_backoff_ms=self.config.retry_backoff_ms)
         self.lock: contextlib.AbstractContextManager = contextlib.nullcontext()  # see share_with_threads
-        self._stats = {"record-send-total": 0, "record-error-total": 0, "record-retry-total": 0,
+        self._stats: dict[str, float] = {"record-send-total": 0, "record-error-total": 0, "record-retry-total": 0,
                        "produce-request-total": 0, "batch-total": 0, "bytes-sent-total": 0,
                        "metadata-refresh-total": 0, "producer-id-requests": 0}
         self.sender = Sender(self.config, self.accumulator, self.metadata, self.connections, self.lock,
@@ -261,11 +261,11 @@ class AsyncProducer:
         finally:
             if turn is not None:
                 self._leave_queue(turn)
-        self._appended(topic, partition, result)
-        return result.future
+        return self._appended(topic, partition, result)
 
-    async def _prepare(self, topic: str, key, partition, headers, timestamp_ms,
-                       wait_ms: float) -> tuple[int, tuple, int]:
+    async def _prepare(self, topic: str, key: bytes | None, partition: int | None,
+                       headers: Iterable[tuple[str, bytes | None]] | None, timestamp_ms: int | None,
+                       wait_ms: float) -> tuple[int, tuple[tuple[str, bytes | None], ...], int]:
         """A record's partition, headers and timestamp, once the topic's metadata is known (waited
         for up to ``wait_ms``); bad arguments raise here."""
         if not isinstance(topic, str) or not topic:
@@ -288,13 +288,15 @@ class AsyncProducer:
                                                               else timeout_ms))
             self.check_open()
             cluster = self.metadata.cluster
-            count = len(cluster.partitions_for(topic))
+            partitions = cluster.partitions_for(topic)
+            assert partitions is not None  # known: it had partitions, or wait_for_topic returned
+            count = len(partitions)
             with self.lock:
                 sticky = self.partitioner.sticky.state(topic, count, cluster.available_partitions(topic))
                 route = self._routes[topic] = TopicRoute(count, sticky)
         return route
 
-    def _partition(self, topic: str, key, partition, route: TopicRoute) -> int:
+    def _partition(self, topic: str, key: bytes | None, partition: int | None, route: TopicRoute) -> int:
         if partition is None:
             if key is not None and not self._ignore_keys:
                 return partition_for_key(key, route.count)
@@ -303,10 +305,13 @@ class AsyncProducer:
             raise ValueError(f"partition {partition!r} is not a partition of {topic!r} (it has {route.count})")
         return partition
 
-    def _appended(self, topic: str, partition: int, result: AppendResult) -> None:
+    def _appended(self, topic: str, partition: int, result: AppendResult) -> RecordFuture:
+        """Account for a record appended (not pending: its allocation done) and return its future."""
         self.partitioner.on_append(topic, partition, result.appended_bytes, result.batch_is_full)
         if result.new_batch_created or result.batch_is_full:
             self._wake()
+        assert result.future is not None  # (None only while an allocation is pending)
+        return result.future
 
     def check_open(self) -> None:
         """Raise ProducerClosed after close, or what stopped the sender."""
@@ -339,7 +344,12 @@ class AsyncProducer:
 
     async def _memory(self, allocation: Allocation) -> None:
         waiter = asyncio.get_running_loop().create_future()
-        allocation.add_done_callback(lambda _a: waiter.done() or waiter.set_result(None))
+
+        def wake(_allocation: Allocation) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        allocation.add_done_callback(wake)
         self.sender.wake()  # a waiting allocation makes every batch sendable (the pool is exhausted)
         self._schedule_pool_expiry()
         try:
@@ -405,8 +415,11 @@ class AsyncProducer:
         group coordinator refuse offsets from a consumer that has lost its partitions (KIP-447)."""
         manager, driver = self._transactional()
         group = ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
-        pairs = offsets.items() if isinstance(offsets, Mapping) else (
-            ((position.topic, position.partition), position.offset) for position in offsets)
+        if isinstance(offsets, Mapping):
+            pairs: Iterable[tuple[tuple[str, int], int | OffsetAndMetadata]] = offsets.items()
+        else:
+            positions: Iterable[Any] = offsets  # confluent-kafka's TopicPartitions, each with its offset
+            pairs = (((position.topic, position.partition), position.offset) for position in positions)
         commits = {TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
                    for tp, value in pairs}
         with self.lock:
@@ -465,8 +478,7 @@ class AsyncProducer:
                 result = self.accumulator.append(topic, partition, key, value, headers, timestamp_ms, _now_ms(),
                                                  allocation=pending)
         with self.lock:
-            self._appended(topic, partition, result)
-        return result.future
+            return self._appended(topic, partition, result)
 
     # ---- flush and close -------------------------------------------------------------------------
     async def flush(self, timeout_ms: float | None = None) -> None:
@@ -486,7 +498,7 @@ class AsyncProducer:
         then fail whatever is left and close the connections, whatever the broker does."""
         if self._closed:
             return
-        timeout = self.config.delivery_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = self.accumulator.delivery_timeout_ms if timeout_ms is None else timeout_ms
         with self.lock:
             self._closing = True
             self._routes.clear()
@@ -547,8 +559,8 @@ class AsyncProducer:
     async def partitions_for(self, topic: str) -> list[int]:
         if not self._started:
             await self.start()
-        await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
-        return self.metadata.cluster.partitions_for(topic)
+        info = await self.metadata.wait_for_topic(topic, self.config.max_block_ms)
+        return sorted(info.partitions)  # (what cluster.partitions_for says of a known topic)
 
     # ---- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

@@ -30,10 +30,10 @@ from contextlib import AbstractContextManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import InitProducerIdRequest, ProduceRequest
 
-from ..core.accumulator import RecordAccumulator
 from ..core.cluster_metadata import METADATA_REFRESH_ERRORS, ClusterMetadata
-from ..core.producer_batch import ProducerBatch
-from ..core.producer_config import ProducerConfig
+from ..core.producer.accumulator import RecordAccumulator
+from ..core.producer.batch import ProducerBatch
+from ..core.producer.config import ProducerConfig
 from ..core.topic_partition import TopicPartition
 from ..errors import IncompatibleBrokerError, KafkaConnectionError, KafkaError, error_for_code
 from .connection import BrokerConnection

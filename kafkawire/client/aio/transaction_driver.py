@@ -15,7 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..core.transaction_manager import TransactionManager, TransactionResult, TxnRequest
+from ..core.transactions.manager import TransactionManager, TransactionResult, TxnRequest
 from ..errors import (
     IncompatibleBrokerError, KafkaConnectionError, KafkaError, TransactionError, TransactionTimeout,
 )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..core.delivery import RecordFuture
+from ..core.producer.delivery import RecordFuture
 
 __all__ = ["wait_event", "wait_for_delivery"]
 

@@ -1,0 +1,64 @@
+"""The admin client's transaction calls (a part of AsyncAdminClient, ``aio.admin``): describe_transactions,
+sent to each transactional id's coordinator, and list_transactions, sent to every broker (each lists the
+transactions it coordinates)."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+from kafkawire.messages import DescribeTransactionsRequest, ListTransactionsRequest
+
+from ...core.admin import transactions
+from ...core.admin.errors import outcome_of
+from ...core.admin.transactions import TransactionListing
+from ...errors import KafkaError
+from ..connection import BrokerConnection
+from .calls import AdminCalls, unique
+from .router import TRANSACTION
+
+__all__ = ["TransactionAdmin"]
+
+
+class TransactionAdmin(AdminCalls):
+    """describe_transactions and list_transactions."""
+
+    async def describe_transactions(self, transactional_ids: Sequence[str], *,
+                                    request_timeout: float | None = None) -> dict[str, object]:
+        """``{transactional id: TransactionDescription or exception}`` (TRANSACTIONAL_ID_NOT_FOUND)."""
+        async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
+            version = connection.api_version(DescribeTransactionsRequest.API_KEY)
+            response = await connection.send(transactions.describe_transactions_request(batch), version)
+            return transactions.read_describe_transactions(response, node)
+
+        async def attempt(pending: list[str]) -> dict[str, object]:
+            return await self._router.per_coordinator(TRANSACTION, pending, send)
+        return await self._router.run(unique(transactional_ids, "transactional id"), attempt,
+                                      self._timeout_ms(request_timeout), "describe_transactions")
+
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                duration_ms: int | None = None, transactional_id_pattern: str | None = None,
+                                request_timeout: float | None = None) -> list[TransactionListing]:
+        """The transactions of every broker, optionally only those in ``states`` (Ongoing, ...), of
+        ``producer_ids``, open longer than ``duration_ms``, or whose id matches a regular expression.
+        Raises the first broker's error if any broker cannot list."""
+        states, producer_ids = list(states), list(producer_ids)
+
+        async def attempt(nodes: list[int]) -> dict[int, object]:
+            found: dict[int, object] = {}
+            for node in nodes:
+                connection = await self._router.connection(node)
+                version = connection.api_version(ListTransactionsRequest.API_KEY)
+                request = transactions.list_transactions_request(version, states, producer_ids, duration_ms,
+                                                                 transactional_id_pattern)
+                listed = transactions.read_list_transactions(await connection.send(request, version))
+                found[node] = (outcome_of(listed.code, None, f"ListTransactions on broker {node}", coordinator=True)
+                               if isinstance(listed, KafkaError) else listed)
+            return found
+        nodes = await self._router.broker_ids()
+        outcomes = await self._router.run(nodes, attempt, self._timeout_ms(request_timeout), "list_transactions")
+        listings: list[TransactionListing] = []
+        for outcome in outcomes.values():
+            if isinstance(outcome, BaseException):
+                raise outcome
+            listings.extend(cast("list[TransactionListing]", outcome))
+        return listings
