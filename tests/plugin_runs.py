@@ -1,5 +1,5 @@
 """Running a test file that uses kafkawire's pytest plugin, with pytest in a subprocess, as a user's
-suite runs it (tests/broker/test_cluster_pytest_plugin.py, and the README's example in tests/cli)."""
+suite runs it (tests/broker/cluster/test_cluster_pytest_plugin.py, and the README's example in tests/cli)."""
 from __future__ import annotations
 
 import importlib.metadata

@@ -51,7 +51,7 @@ NOT_RUN = [
                      "test_capture_spark_job.py runs it locally, with its settings)"),
     ("python -m codegen --check", "regenerates the committed codecs in place; CI runs `codegen --check` itself"),
     ("bench/codec.py", "benchmarks, minutes each"),
-    ("--config config/server.properties", "servers on Kafka's fixed ports: tests/broker/test_broker_server_properties.py "
+    ("--config config/server.properties", "servers on Kafka's fixed ports: tests/broker/config/test_broker_server_properties.py "
                                           "starts both files with their ports and folders overridden"),
 ]
 
