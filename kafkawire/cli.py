@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .capture_spark.commands import add_decode_command, add_report_command
     add_decode_command(commands)
     add_report_command(commands)
-    from .capture.show import add_show_command
+    from .capture.terminal.show import add_show_command
     add_show_command(commands)
 
     fuzz = commands.add_parser(
@@ -148,7 +148,7 @@ def _run(args, parser) -> int:
     if args.command == "broker":
         return _broker(args)
     if args.command == "show":
-        from .capture.show import run as show
+        from .capture.terminal.show import run as show
         return show(args, own_process=True)
     if args.command == "cluster":
         return _cluster(args)

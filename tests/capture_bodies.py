@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from kafkawire.capture.table_schemas import FRAME_KEY, schema_of
-from kafkawire.capture.table_sets import BODIES, table_names
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, schema_of
+from kafkawire.capture.tables.table_sets import BODIES, table_names
 from kafkawire.messages import api
 from kafkawire.messages.spark_types import SCHEMAS
 

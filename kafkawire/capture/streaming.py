@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from .kafka_connection import Conversation
+from .kafka.kafka_connection import Conversation
 from .model import ConnectionSummary, KafkaFrame, Packet, Problem, connection_key
-from .packets import iter_packets
-from .reading import SkippedBytes
-from .tcp_reassembly import TcpReassembler
+from .files.packets import iter_packets
+from .files.reading import SkippedBytes
+from .tcp.tcp_reassembly import TcpReassembler
 
 __all__ = ["CaptureStream"]
 

@@ -24,8 +24,8 @@ from struct import Struct
 from typing import Iterator
 
 from ..capture.model import ORDER_STRIDE, Packet, PacketRef
-from ..capture.payloads import PayloadReader
-from ..capture.remote_payloads import BATCH_BYTES
+from ..capture.files.payloads import PayloadReader
+from ..capture.files.remote_payloads import BATCH_BYTES
 
 # order, ts_ns, seq, ack, flags, direction, (pad), payload offset, payload length, missing
 HEADER = Struct("<qqIIHBxQII")

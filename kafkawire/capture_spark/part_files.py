@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyarrow.fs import LocalFileSystem
 
-from ..capture.table_schemas import BODIES, schema_of
-from ..capture.table_sets import file_system
+from ..capture.tables.table_schemas import BODIES, schema_of
+from ..capture.tables.table_sets import file_system
 from .direct_file import DirectFile
 
 __all__ = ["TableFiles", "writer_options", "parquet_leaves", "part_file_name"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple
 
-from ..capture.inputs import expand_inputs
+from ..capture.files.inputs import expand_inputs
 from ..capture.model import connection_key
-from ..capture.packets import iter_split
-from ..capture.remote_files import file_size, is_remote
-from ..capture.remote_reading import remote_pieces
-from ..capture.splits import SPLIT_BYTES, Split, plan_splits
+from ..capture.files.packets import iter_split
+from ..capture.files.remote_files import file_size, is_remote
+from ..capture.files.remote_reading import remote_pieces
+from ..capture.files.splits import SPLIT_BYTES, Split, plan_splits
 
 __all__ = ["CapturePlan", "plan_captures", "balanced_partitions", "ConnectionPartitioner"]
 

@@ -1,4 +1,4 @@
-"""kafkawire.capture.bodies and rows (with frame_decoding, joins, table_schemas): frames as table rows.
+"""kafkawire.capture.tables.bodies and rows (with frame_decoding, joins, table_schemas): frames as table rows.
 
 Frames are real: encoded with kafkawire.framing from generated message classes, record batches built
 with kafkawire.records (compressed, transactional, control, legacy). Every emitted RecordBatch is
@@ -16,11 +16,11 @@ from capture_bodies import assert_json_is_typed
 from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import message_strategy
 
-from kafkawire.capture import bodies
+from kafkawire.capture.tables import bodies
 from kafkawire.capture.model import KafkaFrame, Problem
-from kafkawire.capture.frame_decoding import decode_frame, summarize_records
-from kafkawire.capture.rows import TableBatcher
-from kafkawire.capture.table_schemas import FRAME_KEY, MESSAGES, schema_of
+from kafkawire.capture.tables.frame_decoding import decode_frame, summarize_records
+from kafkawire.capture.tables.rows import TableBatcher
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, MESSAGES, schema_of
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest,
@@ -558,7 +558,7 @@ def test_produce_v13_rows_carry_the_topic_name_the_capture_saw_for_its_id():
 
 
 def test_topic_names_are_bounded():
-    from kafkawire.capture.joins import TopicNames
+    from kafkawire.capture.tables.joins import TopicNames
     names = TopicNames(limit=2)
     ids = [uuid.uuid4() for _ in range(3)]
     for n, topic_id in enumerate(ids):

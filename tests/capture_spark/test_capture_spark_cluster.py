@@ -23,7 +23,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from capture_synthetic import build_synthetic  # noqa: E402
 from loopback_capture import wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
-from kafkawire.capture.table_sets import table_names  # noqa: E402
+from kafkawire.capture.tables.table_sets import table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 
 SPARK_HOME = Path(pyspark.__file__).parent

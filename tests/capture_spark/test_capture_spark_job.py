@@ -53,13 +53,13 @@ from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
     build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
 )
-from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.bodies import to_json  # noqa: E402
+from kafkawire.capture.reporting import report  # noqa: E402
+from kafkawire.capture.tables.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import iter_packets, iter_split  # noqa: E402
-from kafkawire.capture.splits import plan_splits  # noqa: E402
-from kafkawire.capture.table_schemas import FRAME_KEY, TABLES, schema_of  # noqa: E402
-from kafkawire.capture.table_sets import BODIES, SUMMARY, TABLE_ORDER, table_names  # noqa: E402
+from kafkawire.capture.files.packets import iter_packets, iter_split  # noqa: E402
+from kafkawire.capture.files.splits import plan_splits  # noqa: E402
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, TABLES, schema_of  # noqa: E402
+from kafkawire.capture.tables.table_sets import BODIES, SUMMARY, TABLE_ORDER, table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.decode_stage import decode_partition  # noqa: E402
 from kafkawire.capture_spark.part_files import parquet_leaves, writer_options  # noqa: E402
