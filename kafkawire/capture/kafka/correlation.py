@@ -12,17 +12,19 @@ tokens without a Kafka header: they go to ``SaslExchanges`` (which reads the use
 them) and to no table, until the client's next Kafka request (a header a strict check accepts, with
 the client id of its earlier requests) and the response to it.
 
-``RequestCorrelation`` is the part of ``Conversation`` (``kafka_connection``) that does this; the
-framing (``kafka_framing``) hands it each complete frame (``_frame_done``).
+A ``Conversation`` (``kafka_connection``) owns one ``RequestCorrelation`` per epoch; each direction's
+framing (``kafka_framing.DirectionFraming``) hands it its complete frames (``frame_done``).
 """
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import deque
+from itertools import islice
+from typing import NamedTuple, Protocol
 
 from ...framing import peek_request
-from .authentication import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from .kafka_framing import DEAD, REQUEST, RESPONSE, SCAN, Direction
+from .authentication import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslExchanges
+from .kafka_framing import REQUEST, RESPONSE, DirectionFraming
 from ..model import KafkaFrame, Problem
 from .resync import MAX_CLIENT_ID, WAIT, api_name, check_request, header_version, is_request_header, produce_acks
 
@@ -52,31 +54,79 @@ class CutRequest(NamedTuple):
     frame: bytes = b""
 
 
+class Roles(Protocol):
+    """What the correlation needs of its connection (``Conversation``): the endpoints' roles for the frames,
+    and the framing of each direction."""
+    connection: str
+    client: str | None
+    broker: str | None
+
+    def look_back(self, corr: int, out: list) -> None: ...
+
+    def requests_done(self) -> bool: ...
+
 
 class RequestCorrelation:
-    """Requests and responses of a connection paired up: a part of ``Conversation``, which holds the
-    state these methods use (``_fifo``, ``_held``, their bounds, the SASL flags...)."""
+    """Requests and responses of one epoch of a connection paired up: the FIFO of outstanding requests,
+    the responses held until their request is framed, and the SASL exchanges."""
 
-    def _frame_done(self, side: Direction, frame: bytes, end_ts: int, out: list) -> None:
+    def __init__(self, owner: Roles, max_held: int, max_held_bytes: int, max_outstanding: int,
+                 max_outstanding_bytes: int):
+        self.owner = owner
+        self.max_held = max_held
+        self.max_held_bytes = max_held_bytes
+        self.max_outstanding = max_outstanding
+        self.max_outstanding_bytes = max_outstanding_bytes
+        self.fifo: deque[KafkaFrame | CutRequest] = deque()
+        self.fifo_bytes = 0
+        self.held: deque[HeldResponse] = deque()
+        self.held_bytes = 0
+        self.sasl_requests = False   # after a SaslHandshake v0 request: invalid headers are tokens
+        self.sasl_responses = False  # after its response: frames not answering the FIFO head are tokens
+        self.sasl = SaslExchanges()
+        self.requests = self.responses = 0
+
+    def waiting(self) -> bool:
+        """Whether requests are outstanding or responses held."""
+        return bool(self.fifo or self.held)
+
+    def clear(self) -> None:
+        self.fifo.clear()
+        self.held.clear()
+
+    def end(self, why: str, out: list) -> None:
+        """The epoch ended: the held responses are unmatched, the outstanding requests unanswered."""
+        self.release_held("no request with this correlation id was captured", out)
+        while self.fifo:
+            request = self.fifo.popleft()
+            out.append(Problem(self.owner.connection, REQUEST, request.ts_ns, "unanswered_request", why,
+                               request.offset, request.size, request.api_key, request.api_version,
+                               request.correlation_id))
+
+    def outstanding_ids(self, limit: int) -> list[int]:
+        """The correlation ids of the oldest ``limit`` outstanding requests."""
+        return [request.correlation_id for request in islice(self.fifo, limit)]
+
+    def frame_done(self, side: DirectionFraming, frame: bytes, end_ts: int, out: list) -> None:
         side.frames += 1
         if side.direction is REQUEST:
             self._request(side, frame, end_ts, out)
         else:
             self._response(side, frame, end_ts, out)
 
-    def _request(self, side: Direction, frame: bytes, end_ts: int, out: list) -> None:
+    def _request(self, side: DirectionFraming, frame: bytes, end_ts: int, out: list) -> None:
         n = len(frame)
         valid = False
         if n >= 8:
             key, version, corr = peek_request(frame)
             valid = is_request_header(key, version, corr)
-        if self._sasl_requests:
+        if self.sasl_requests:
             if not valid or not self._request_after_tokens(side, frame):
                 self._sasl_token(side, frame)
                 return
-            self._sasl_requests = False
+            self.sasl_requests = False
         if n < 8:
-            out.append(Problem(self.connection, REQUEST, side.frame_ts, "undecodable",
+            out.append(Problem(self.owner.connection, REQUEST, side.frame_ts, "undecodable",
                                f"a {n}-byte request frame is too short for a request header", side.frame_offset, n))
             return
         request_header_version = header_version(key, version)
@@ -96,7 +146,7 @@ class RequestCorrelation:
                 side.client_id = None
         mechanism = user = None
         if valid:
-            sasl = self._sasl
+            sasl = self.sasl
             if key == SASL_HANDSHAKE:
                 sasl.handshake_request(frame, version)
                 mechanism = sasl.mechanism
@@ -105,50 +155,38 @@ class RequestCorrelation:
                 mechanism, user = sasl.mechanism, sasl.user
             elif sasl.outcome is not None:
                 sasl.kafka_request()
-        request = KafkaFrame(self.connection, REQUEST, self.client, self.broker, side.frame_ts, end_ts,
+        owner = self.owner
+        request = KafkaFrame(owner.connection, REQUEST, owner.client, owner.broker, side.frame_ts, end_ts,
                              side.frame_offset, n, key, version, corr, client_id, frame, None, mechanism, user)
         out.append(request)
-        self._requests += 1
+        self.requests += 1
         side.last_corr = corr
         if key == SASL_HANDSHAKE and version == 0:
-            self._sasl_requests = True
+            self.sasl_requests = True
         if key == PRODUCE and produce_acks(frame, version, request_header_version, client_id_length) == 0:
             return  # acks=0: no response will come
-        self._fifo.append(request)
-        self._fifo_bytes += n
-        while len(self._fifo) > self.max_outstanding or self._fifo_bytes > self.max_outstanding_bytes:
-            old = self._fifo.popleft()
-            self._fifo_bytes -= len(old.frame)
-            out.append(Problem(self.connection, REQUEST, old.ts_ns, "unanswered_request",
+        self.fifo.append(request)
+        self.fifo_bytes += n
+        while len(self.fifo) > self.max_outstanding or self.fifo_bytes > self.max_outstanding_bytes:
+            old = self.fifo.popleft()
+            self.fifo_bytes -= len(old.frame)
+            out.append(Problem(self.owner.connection, REQUEST, old.ts_ns, "unanswered_request",
                                "too many requests outstanding without responses (is the response direction missing "
                                "from the capture?)", old.offset, old.size, old.api_key, old.api_version,
                                old.correlation_id))
-        if self._held:
+        if self.held:
             self._retry_held(out)
-        responses = self._sides.get(self.broker)
-        if responses is not None and responses.mode is SCAN and responses.buf and responses.hint is None:
-            self._look_back(responses, corr, out)
+        self.owner.look_back(corr, out)
 
-    def _look_back(self, side: Direction, corr: int, out: list) -> None:
-        """A new outstanding request may settle a response boundary candidate, or be answered by response
-        bytes already buffered (when the request was framed late): scan the response bytes again."""
-        at = side.buf.find(_I32.pack(corr), 4)
-        if at != -1 and at - 4 < side.scan_pos:
-            side.scan_pos = at - 4
-        elif not side.pending:
-            return
-        for offset, data, ts in self._scan(side, out, final=False):
-            self._feed_side(side, offset, data, ts, out)
-
-    def _response(self, side: Direction, frame: bytes, end_ts: int, out: list) -> None:
+    def _response(self, side: DirectionFraming, frame: bytes, end_ts: int, out: list) -> None:
         corr = _I32.unpack_from(frame)[0] if len(frame) >= 4 else None
-        if self._sasl_responses:
-            if corr is None or not self._fifo or self._fifo[0].correlation_id != corr:
+        if self.sasl_responses:
+            if corr is None or not self.fifo or self.fifo[0].correlation_id != corr:
                 self._sasl_token(side, frame)
                 return
-            self._sasl_responses = False
+            self.sasl_responses = False
         if corr is None:
-            out.append(Problem(self.connection, RESPONSE, side.frame_ts, "unmatched_response",
+            out.append(Problem(self.owner.connection, RESPONSE, side.frame_ts, "unmatched_response",
                                f"a {len(frame)}-byte response frame is too short for a correlation id",
                                side.frame_offset, len(frame)))
             return
@@ -156,12 +194,22 @@ class RequestCorrelation:
         if self._fifo_index(corr) is None:
             self._hold(held, out)
             return
-        if self._held:  # responses come in request order: the held ones will never match
-            self._release_held("no request with this correlation id was captured before a later response", out)
+        if self.held:  # responses come in request order: the held ones will never match
+            self.release_held("no request with this correlation id was captured before a later response", out)
         self._match(held, out)
 
+    def truncated_response(self, corr: int, out: list) -> tuple[int | None, int | None]:
+        """A response frame cut short, by its correlation id: pops the request it answers (unless it is a raw
+        SASL token) and returns that request's API key and version."""
+        if self.sasl_responses and not (self.fifo and self.fifo[0].correlation_id == corr):
+            return None, None
+        if self.held and self._fifo_index(corr) is not None:
+            self.release_held("no request with this correlation id was captured before a later response", out)
+        request = self._answer(corr, out)
+        return (None, None) if request is None else (request.api_key, request.api_version)
+
     def _fifo_index(self, corr: int) -> int | None:
-        fifo = self._fifo
+        fifo = self.fifo
         if fifo and fifo[0].correlation_id == corr:
             return 0
         for index, request in enumerate(fifo):
@@ -175,14 +223,14 @@ class RequestCorrelation:
         if index is None:
             return None
         for _ in range(index):
-            skipped = self._fifo.popleft()
-            self._fifo_bytes -= len(skipped.frame)
-            out.append(Problem(self.connection, REQUEST, skipped.ts_ns, "unanswered_request",
+            skipped = self.fifo.popleft()
+            self.fifo_bytes -= len(skipped.frame)
+            out.append(Problem(self.owner.connection, REQUEST, skipped.ts_ns, "unanswered_request",
                                f"no response was captured before the response to the later request {corr}",
                                skipped.offset, skipped.size, skipped.api_key, skipped.api_version,
                                skipped.correlation_id))
-        request = self._fifo.popleft()
-        self._fifo_bytes -= len(request.frame)
+        request = self.fifo.popleft()
+        self.fifo_bytes -= len(request.frame)
         return request
 
     def _match(self, held: HeldResponse, out: list) -> None:
@@ -194,60 +242,61 @@ class RequestCorrelation:
         frame = held.frame
         key, version = request.api_key, request.api_version
         if key == SASL_HANDSHAKE:
-            self._sasl.handshake_response(frame, version)
+            self.sasl.handshake_response(frame, version)
             if version == 0 and held.size >= 6 and _I16.unpack_from(frame, 4)[0] == 0:
-                self._sasl_responses = True
+                self.sasl_responses = True
         elif key == SASL_AUTHENTICATE:
-            self._sasl.authenticate_response(frame, version)
-        out.append(KafkaFrame(self.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
+            self.sasl.authenticate_response(frame, version)
+        owner = self.owner
+        out.append(KafkaFrame(owner.connection, RESPONSE, owner.client, owner.broker, held.ts_ns, held.end_ts_ns,
                               held.offset, held.size, key, version, held.correlation_id, None, frame, request,
                               request.sasl_mechanism, request.sasl_user))
-        self._responses += 1
+        self.responses += 1
 
     def _hold(self, held: HeldResponse, out: list) -> None:
-        self._held.append(held)
-        self._held_bytes += held.size
-        requests = self._sides.get(self.client)
-        if requests is not None and (requests.ended or requests.mode is DEAD):
-            self._release_held("no request with this correlation id was captured", out)
-        while len(self._held) > self.max_held or self._held_bytes > self.max_held_bytes:
-            self._unmatched(self._held.popleft(), "no request with this correlation id was captured", out)
+        self.held.append(held)
+        self.held_bytes += held.size
+        if self.owner.requests_done():
+            self.release_held("no request with this correlation id was captured", out)
+        while len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes:
+            self._unmatched(self.held.popleft(), "no request with this correlation id was captured", out)
 
-    def _release_held(self, why: str, out: list) -> None:
-        while self._held:
-            self._unmatched(self._held.popleft(), why, out)
+    def release_held(self, why: str, out: list) -> None:
+        while self.held:
+            self._unmatched(self.held.popleft(), why, out)
 
     def _retry_held(self, out: list) -> None:
-        while self._held:
-            index = next((i for i, h in enumerate(self._held) if self._fifo_index(h.correlation_id) is not None),
+        while self.held:
+            index = next((i for i, h in enumerate(self.held) if self._fifo_index(h.correlation_id) is not None),
                          None)
             if index is None:
                 return
             for _ in range(index):
-                self._unmatched(self._held.popleft(), "no request with this correlation id was captured before a "
+                self._unmatched(self.held.popleft(), "no request with this correlation id was captured before a "
                                 "later response", out)
-            held = self._held.popleft()
-            self._held_bytes -= held.size
+            held = self.held.popleft()
+            self.held_bytes -= held.size
             self._match(held, out)
 
     def _unmatched(self, held: HeldResponse, why: str, out: list, request: CutRequest | None = None) -> None:
         if request is None:
-            self._held_bytes -= held.size
-        out.append(KafkaFrame(self.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
+            self.held_bytes -= held.size
+        owner = self.owner
+        out.append(KafkaFrame(owner.connection, RESPONSE, owner.client, owner.broker, held.ts_ns, held.end_ts_ns,
                               held.offset, held.size, None, None, held.correlation_id, None, held.frame, None))
-        self._responses += 1
-        out.append(Problem(self.connection, RESPONSE, held.ts_ns, "unmatched_response",
+        self.responses += 1
+        out.append(Problem(self.owner.connection, RESPONSE, held.ts_ns, "unmatched_response",
                            f"response {held.correlation_id}: {why}", held.offset, held.size,
                            request and request.api_key, request and request.api_version, held.correlation_id))
 
-    def _sasl_token(self, side: Direction, token: bytes) -> None:
+    def _sasl_token(self, side: DirectionFraming, token: bytes) -> None:
         """A raw SASL token after a v0 SaslHandshake: read for its user and outcome, kept nowhere."""
         if side.direction is REQUEST:
-            self._sasl.client_token(token)
+            self.sasl.client_token(token)
         else:
-            self._sasl.server_token(token)
+            self.sasl.server_token(token)
 
-    def _request_after_tokens(self, side: Direction, frame: bytes) -> bool:
+    def _request_after_tokens(self, side: DirectionFraming, frame: bytes) -> bool:
         """Whether a frame after raw SASL tokens is the client's next Kafka request: its header passes the
         strict check of a resync (the client id its earlier requests gave, a small tag section), which a
         token that happens to start like a request header does not."""
@@ -255,7 +304,7 @@ class RequestCorrelation:
         found = check_request(head, 0, len(head), side.max_frame, True, side.client_id)
         return found is not None and found is not WAIT
 
-    def _expect_truncated(self, side: Direction, api_key: int, api_version: int, corr: int) -> None:
+    def expect_truncated(self, side: DirectionFraming, api_key: int, api_version: int, corr: int) -> None:
         """Keeps the cut request's place in the FIFO, so its response is recognised (but not decoded)."""
         if not is_request_header(api_key, api_version, corr):
             return  # not a request header (a SASL token, or garbage): nothing to expect
@@ -265,4 +314,4 @@ class RequestCorrelation:
             client_id_length = _I16.unpack_from(prefix, 8)[0] if len(prefix) >= 10 else -1
             if produce_acks(prefix, api_version, request_header_version, client_id_length) == 0:
                 return
-        self._fifo.append(CutRequest(side.frame_ts, side.frame_offset, side.size, api_key, api_version, corr))
+        self.fifo.append(CutRequest(side.frame_ts, side.frame_offset, side.size, api_key, api_version, corr))

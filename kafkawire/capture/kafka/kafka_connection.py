@@ -38,13 +38,12 @@ What it does, per connection (roles, TLS and epochs here; framing and resync in 
 """
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from typing import Iterable, Iterator
 
 from ...framing import DEFAULT_MAX_FRAME
-from .authentication import SaslExchanges
-from .correlation import HeldResponse, RequestCorrelation
-from .kafka_framing import DEAD, REQUEST, RESPONSE, SYNC, Direction, DirectionFraming
+from .correlation import RequestCorrelation
+from .kafka_framing import DEAD, REQUEST, RESPONSE, SCAN, SYNC, DirectionFraming
 from ..model import ConnectionSummary, KafkaFrame, Packet, Problem, StreamData, StreamEnd, StreamGap
 from .resync import ACCEPT, WAIT, check_request, looks_like_tls, request_candidates, request_verdict
 from ..tcp.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
@@ -64,10 +63,10 @@ def _port(endpoint: str) -> int | None:
         return None
 
 
-class Conversation(DirectionFraming, RequestCorrelation):
+class Conversation:
     """Frames, correlates and checks one connection's Kafka traffic (see the module docstring): the
-    roles and epochs here, each direction's framing in ``DirectionFraming``, the pairing of responses
-    with requests in ``RequestCorrelation``."""
+    roles and epochs here; it owns each direction's framing (``DirectionFraming``, by sender) and the
+    current epoch's pairing of responses with requests (``RequestCorrelation``)."""
 
     def __init__(self, connection: str, broker_ports: set[int] | None = None, max_frame: int = DEFAULT_MAX_FRAME,
                  max_response_frame: int = DEFAULT_MAX_RESPONSE_FRAME, *, role_buffer: int = 1 << 20,
@@ -87,47 +86,44 @@ class Conversation(DirectionFraming, RequestCorrelation):
         self.broker: str | None = None
         self.tls: ClientHello | None = None          # a TLS connection's ClientHello (fields None: unread)
         self._endpoints = connection.split("-") if connection.count("-") == 1 else []
-        self._sides: dict[str, Direction] = {}
+        self._sides: dict[str, DirectionFraming] = {}
         self._early: list = []                       # events before the roles are known
         self._early_bytes: Counter = Counter()
         self._early_ended: set[str] = set()
         self._verdicts: dict[str, tuple] = {}        # sender -> ((bytes judged, final), verdict)
         self._first_sender: str | None = None
-        self._dead = False
+        self.dead = False                            # given up: not Kafka, or encrypted
         self._reported: set[str] = set()             # once-per-connection problem kinds
-        self._last_ts = 0
+        self.last_ts = 0
         self._epoch_first: int | None = None         # the first event of the current epoch
         self._new_epoch_state()
         self._roles_from_ports()
 
     def _new_epoch_state(self) -> None:
-        self._fifo: deque[KafkaFrame] = deque()
-        self._fifo_bytes = 0
-        self._held: deque[HeldResponse] = deque()
-        self._held_bytes = 0
-        self._sasl_requests = False   # after a SaslHandshake v0 request: invalid headers are tokens
-        self._sasl_responses = False  # after its response: frames not answering the FIFO head are tokens
+        self._correlation = RequestCorrelation(self, self.max_held, self.max_held_bytes, self.max_outstanding,
+                                               self.max_outstanding_bytes)
         self._seen: set[str] = set()
         self._ended: set[str] = set()
-        self._sasl = SaslExchanges()
-        self._requests = self._responses = 0
-        if self.client is not None:
-            self._sides = {self.client: Direction(REQUEST, self.client, self.max_frame),
-                           self.broker: Direction(RESPONSE, self.broker, self.max_response_frame)}
+        if self.client is not None and self.broker is not None:
+            self._new_sides(self.client, self.broker)
+
+    def _new_sides(self, client: str, broker: str) -> None:
+        self._sides = {client: DirectionFraming(REQUEST, client, self.max_frame, self, self._correlation),
+                       broker: DirectionFraming(RESPONSE, broker, self.max_response_frame, self, self._correlation)}
 
     # ------------------------------------------------------------------------------------------------
     # Input
 
     def feed(self, event) -> list:
         out: list = []
-        if self._dead:
-            self._last_ts = event.ts_ns  # for the summary's end
+        if self.dead:
+            self.last_ts = event.ts_ns  # for the summary's end
             return out
         kind = type(event)
         if kind is StreamData:
             side = self._sides.get(event.sender)
             if side is not None and side.mode is SYNC and event.offset == side.pos:
-                self._last_ts = event.ts_ns
+                self.last_ts = event.ts_ns
                 data = event.data
                 n = len(data)
                 if n < side.need:  # inside the frame being collected (most segments of a large one)
@@ -135,12 +131,12 @@ class Conversation(DirectionFraming, RequestCorrelation):
                     side.need -= n
                     side.pos += n
                     return out
-                used = self._sync(side, event.offset, data, event.ts_ns, out)
+                used = side.sync(event.offset, data, event.ts_ns, out)
                 if used < len(data):
-                    self._feed_side(side, event.offset + used, memoryview(data)[used:], event.ts_ns, out)
+                    side.feed(event.offset + used, memoryview(data)[used:], event.ts_ns, out)
                 return out
         elif kind is ConnectionOpen:
-            self._last_ts = event.ts_ns
+            self.last_ts = event.ts_ns
             if self._epoch_first is None:
                 self._epoch_first = event.ts_ns
             self._seen.update((event.client, event.server))
@@ -164,18 +160,18 @@ class Conversation(DirectionFraming, RequestCorrelation):
     def finish(self) -> list:
         """Flushes everything, as if the capture stopped here."""
         out: list = []
-        if not self._dead and self.client is None and self._early:
+        if not self.dead and self.client is None and self._early:
             self._decide_roles(out, final=True)
-        if self.client is not None and not self._dead and (
-                self._fifo or self._held or any(s.pos or s.frames for s in self._sides.values())):
-            self._end_epoch(self._last_ts, _CLOSE_REASONS["end of capture"], out)
+        if self.client is not None and not self.dead and (
+                self._correlation.waiting() or any(s.pos or s.frames for s in self._sides.values())):
+            self._end_epoch(self.last_ts, _CLOSE_REASONS["end of capture"], out)
         self._summary(out)
         return out
 
     def _dispatch(self, event, out: list) -> None:
         sender = event.sender
         side = self._sides.get(sender)
-        if side is None or self._dead:
+        if side is None or self.dead:
             return
         kind = type(event)
         if side.ended:
@@ -183,23 +179,40 @@ class Conversation(DirectionFraming, RequestCorrelation):
                 return
             self._end_epoch(event.ts_ns, "connection reused before the response", out)
             side = self._sides[sender]
-        self._last_ts = event.ts_ns
+        self.last_ts = event.ts_ns
         if self._epoch_first is None:
             self._epoch_first = event.ts_ns
         self._seen.add(sender)
         if kind is StreamData:
-            self._feed_side(side, event.offset, event.data, event.ts_ns, out)
+            side.feed(event.offset, event.data, event.ts_ns, out)
         elif kind is StreamGap:
-            self._gap(side, event, out)
+            side.gap(event, out)
         elif kind is StreamEnd:
             if event.reason in ("FIN", "RST"):
-                self._sasl.closed()
-            self._finish_side(side, event.ts_ns, f"the stream ended ({event.reason})", out)
+                self._correlation.sasl.closed()
+            side.finish(event.ts_ns, f"the stream ended ({event.reason})", out)
             side.ended = True
             self._ended.add(sender)
-            if self._seen <= self._ended and not self._dead:
+            if self._seen <= self._ended and not self.dead:
                 why = _CLOSE_REASONS.get(event.reason, f"connection ended ({event.reason}) before the response")
                 self._end_epoch(event.ts_ns, why, out)
+
+    # ------------------------------------------------------------------------------------------------
+    # What the framing and the correlation ask of the connection
+
+    def frames_seen(self) -> int:
+        return sum(side.frames for side in self._sides.values())
+
+    def look_back(self, corr: int, out: list) -> None:
+        """A request was framed: the response direction, if scanning, may find its answer in what it holds."""
+        responses = self._sides.get(self.broker) if self.broker is not None else None
+        if responses is not None and responses.mode is SCAN and responses.buf and responses.hint is None:
+            responses.look_back(corr, out)
+
+    def requests_done(self) -> bool:
+        """Whether the request direction will frame nothing more in this epoch."""
+        requests = self._sides.get(self.client) if self.client is not None else None
+        return requests is not None and (requests.ended or requests.mode is DEAD)
 
     # ------------------------------------------------------------------------------------------------
     # Roles
@@ -213,11 +226,10 @@ class Conversation(DirectionFraming, RequestCorrelation):
 
     def _set_roles(self, client: str, broker: str, out: list) -> None:
         self.client, self.broker = client, broker
-        self._sides = {client: Direction(REQUEST, client, self.max_frame),
-                       broker: Direction(RESPONSE, broker, self.max_response_frame)}
+        self._new_sides(client, broker)
         early, self._early = self._early, []
         for event in early:
-            if not self._dead:
+            if not self.dead:
                 self._dispatch(event, out)
 
     def _other(self, endpoint: str) -> str:
@@ -226,7 +238,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
         return others[0] if others else "?"
 
     def _early_event(self, event, out: list) -> None:
-        self._last_ts = event.ts_ns
+        self.last_ts = event.ts_ns
         if self._epoch_first is None:
             self._epoch_first = event.ts_ns
         self._early.append(event)
@@ -246,13 +258,13 @@ class Conversation(DirectionFraming, RequestCorrelation):
         tls = [s for s, v in verdicts.items() if v == "tls"]
         if tls:
             sender = tls[0] if len(tls) == 1 else self._first_sender
-            self._tls_start(self._early_stream(sender)[0], sender, None, final, out)
+            self.tls_start(self._early_stream(sender)[0], sender, None, final, out)
         elif len(requests) == 1:
             self._set_roles(requests[0], self._other(requests[0]), out)
         elif len(requests) == 2:
             self._set_roles(self._first_sender, self._other(self._first_sender), out)
         elif len(verdicts) == 2 and all(v == "not kafka" for v in verdicts.values()):
-            self._give_up("not_kafka", None, "neither direction starts with a valid Kafka frame", out)
+            self.give_up("not_kafka", None, "neither direction starts with a valid Kafka frame", out)
         elif final and verdicts:
             self._guess_roles_by_port(verdicts, out)
 
@@ -264,7 +276,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
             broker = min(ports, key=ports.get)
             self._set_roles(self._other(broker), broker, out)
         else:
-            self._give_up("not_kafka", None, "no valid Kafka request header in the first "
+            self.give_up("not_kafka", None, "no valid Kafka request header in the first "
                           f"{max(self._early_bytes.values())} bytes of either direction", out)
 
     def _early_stream(self, sender: str) -> tuple[bytearray, bool]:
@@ -310,7 +322,7 @@ class Conversation(DirectionFraming, RequestCorrelation):
                 return "request"
         return "wait"
 
-    def _tls_start(self, data, sender: str | None, direction: str | None, final: bool, out: list) -> bool:
+    def tls_start(self, data, sender: str | None, direction: str | None, final: bool, out: list) -> bool:
         """A TLS record starts a stream, ``sender``'s before the roles are known, else ``direction``'s:
         once the ClientHello in ``data`` is whole (or will not be), note it and give the connection up.
         Returns False while waiting for the rest of the ClientHello."""
@@ -329,34 +341,29 @@ class Conversation(DirectionFraming, RequestCorrelation):
         else:
             self.tls = ClientHello(None, None)
             what = "TLS records"
-        self._give_up("tls", direction, f"{what}: the connection is encrypted and cannot be decoded", out)
+        self.give_up("tls", direction, f"{what}: the connection is encrypted and cannot be decoded", out)
         return True
 
-    def _give_up(self, kind: str, direction: str | None, reason: str, out: list) -> None:
+    def give_up(self, kind: str, direction: str | None, reason: str, out: list) -> None:
         """The connection is not decodable Kafka: report once and skip the rest of it."""
-        self._dead = True
+        self.dead = True
         self._early.clear()
         self._early_bytes.clear()
         if kind not in self._reported:
             self._reported.add(kind)
-            out.append(Problem(self.connection, direction, self._last_ts, kind, reason))
+            out.append(Problem(self.connection, direction, self.last_ts, kind, reason))
         for side in self._sides.values():
             side.mode = DEAD
             side.buf = bytearray()
             side.parts = []
-        self._fifo.clear()
-        self._held.clear()
+        self._correlation.clear()
 
     def _end_epoch(self, ts: int, why: str, out: list) -> None:
         """Every direction is done: report what is left, sum the epoch up and start afresh."""
         for side in self._sides.values():
             if not side.ended:
-                self._finish_side(side, ts, "the stream ended", out)
-        self._release_held("no request with this correlation id was captured", out)
-        while self._fifo:
-            request = self._fifo.popleft()
-            out.append(Problem(self.connection, REQUEST, request.ts_ns, "unanswered_request", why, request.offset,
-                               request.size, request.api_key, request.api_version, request.correlation_id))
+                side.finish(ts, "the stream ended", out)
+        self._correlation.end(why, out)
         self._summary(out)
         self._new_epoch_state()
 
@@ -364,10 +371,11 @@ class Conversation(DirectionFraming, RequestCorrelation):
         """The current epoch's ConnectionSummary, once (nothing for an epoch without events)."""
         if self._epoch_first is None:
             return
-        sasl, tls = self._sasl, self.tls
+        correlation, tls = self._correlation, self.tls
+        sasl = correlation.sasl
         out.append(ConnectionSummary(
-            self.connection, self.client, self.broker, self._epoch_first, self._last_ts, self._requests,
-            self._responses, tls is not None, tls.server_name if tls else None, tls.version if tls else None,
+            self.connection, self.client, self.broker, self._epoch_first, self.last_ts, correlation.requests,
+            correlation.responses, tls is not None, tls.server_name if tls else None, tls.version if tls else None,
             sasl.mechanism, sasl.user, sasl.handshake_version, sasl.outcome, sasl.error_code, sasl.count))
         self._epoch_first = None
 

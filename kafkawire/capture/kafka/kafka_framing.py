@@ -1,11 +1,12 @@
 """Kafka framing of one direction of a connection: size-prefixed frames out of stream bytes, and the
 resync when the way is lost (a gap, a size above the limit, a capture that starts mid-stream).
 
-``Direction`` holds one direction's framing state; ``DirectionFraming`` is the part of ``Conversation``
-(``kafka_connection``) that moves it along: SYNC frames by size prefix without quadratic copies (a
-frame's pieces are joined once); SCAN buffers bytes while looking for a frame boundary (``resync``);
-SKIP discards the rest of a frame cut by a gap whose end is known; DEAD ignores everything. Complete
-frames go to the conversation's ``_frame_done`` (``correlation``).
+``DirectionFraming`` is one direction's framing, state and moves; a ``Conversation``
+(``kafka_connection``) owns one per direction. Modes: SYNC frames by size prefix without quadratic
+copies (a frame's pieces are joined once); SCAN buffers bytes while looking for a frame boundary
+(``resync``); SKIP discards the rest of a frame cut by a gap whose end is known; DEAD ignores
+everything. Complete frames go to the conversation's correlation (``correlation.RequestCorrelation``),
+which the framing also asks for the outstanding correlation ids a response resync looks for.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import struct
 from bisect import bisect_left, bisect_right
 from collections import deque
 from functools import partial
-from itertools import islice
+from typing import TYPE_CHECKING, Protocol
 
 from ...framing import peek_request
 from ..model import Problem, StreamGap
@@ -28,21 +29,43 @@ MAX_SCANNED_IDS = 64        # outstanding ids looked for when resyncing response
 MAXPENDING = 16            # candidate boundaries waiting for more bytes, per direction
 _I32 = struct.Struct(">i")
 
+if TYPE_CHECKING:
+    from .correlation import RequestCorrelation
 
-class Direction:
-    """Framing state of one direction within the current epoch.
+
+class Connection(Protocol):
+    """What a direction's framing needs of the connection it belongs to (``Conversation``)."""
+    connection: str
+    scan_window: int
+    dead: bool          # the connection was given up: frame nothing more
+    last_ts: int        # the capture time of the latest event
+
+    def frames_seen(self) -> int: ...
+
+    def give_up(self, kind: str, direction: str | None, reason: str, out: list) -> None: ...
+
+    def tls_start(self, data: bytes | bytearray, sender: str | None, direction: str | None, final: bool,
+                  out: list) -> bool: ...
+
+
+class DirectionFraming:
+    """The framing of one direction within the current epoch: its state (mode, position, the frame being
+    collected, the bytes buffered while scanning) and the moves that frame its bytes.
 
     Modes: SYNC frames by size prefix; SCAN buffers bytes while looking for a frame boundary (from the
     stream start, after a gap or after lost sync); SKIP discards the rest of a frame cut by a gap whose
     end is known; DEAD ignores everything.
     """
 
-    __slots__ = ("direction", "sender", "max_frame", "mode", "pos", "ended", "frames",
+    __slots__ = ("owner", "correlation", "direction", "sender", "max_frame", "mode", "pos", "ended", "frames",
                  "head", "parts", "need", "size", "frame_offset", "frame_ts", "skip_to",
                  "buf", "buf_offset", "piece_offsets", "piece_ts", "scan_pos", "scan_start", "hint", "known_start",
                  "pending", "last_corr", "client_id", "client_id_text")
 
-    def __init__(self, direction: str, sender: str, max_frame: int):
+    def __init__(self, direction: str, sender: str, max_frame: int, owner: Connection,
+                 correlation: RequestCorrelation):
+        self.owner = owner              # the connection, for its problems' names and its verdicts
+        self.correlation = correlation  # where complete frames go
         self.direction = direction
         self.sender = sender
         self.max_frame = max_frame
@@ -108,42 +131,39 @@ class Direction:
         first = max(bisect_right(self.piece_offsets, self.buf_offset) - 1, 0)
         del self.piece_offsets[:first], self.piece_ts[:first]
 
+    # ------------------------------------------------------------------------------------------------
+    # Framing
 
-class DirectionFraming:
-    """Framing, resync, gaps and ends of each direction: a part of ``Conversation``, which holds the
-    state these methods use (``_sides``, ``_fifo``, ``scan_window``...) and the correlation they hand
-    complete frames to."""
-
-    def _feed_side(self, side: Direction, offset: int, data, ts: int, out: list) -> None:
+    def feed(self, offset: int, data, ts: int, out: list) -> None:
         work = deque([(offset, data, ts)])
         while work:
             offset, data, ts = work.popleft()
             n = len(data)
-            if offset != side.pos:
-                if offset + n <= side.pos:
+            if offset != self.pos:
+                if offset + n <= self.pos:
                     continue
-                if offset < side.pos:
-                    data = memoryview(data)[side.pos - offset:]
+                if offset < self.pos:
+                    data = memoryview(data)[self.pos - offset:]
                     n = len(data)
-                    offset = side.pos
+                    offset = self.pos
                 else:  # the reassembler announces every hole; be safe anyway
-                    self._gap(side, StreamGap(side.sender, side.pos, offset - side.pos, ts, "unannounced hole"), out)
-            while n and not self._dead:
-                mode = side.mode
+                    self.gap(StreamGap(self.sender, self.pos, offset - self.pos, ts, "unannounced hole"), out)
+            while n and not self.owner.dead:
+                mode = self.mode
                 if mode is SYNC:
-                    used = self._sync(side, offset, data, ts, out)
+                    used = self.sync(offset, data, ts, out)
                 elif mode is SCAN:
                     used = n
-                    pieces = self._scan_data(side, offset, data, ts, out)
+                    pieces = self._scan_data(offset, data, ts, out)
                     if pieces:
                         work.extendleft(reversed(pieces))
                 elif mode is SKIP:
-                    used = min(n, side.skip_to - offset)
-                    side.pos = offset + used
-                    if side.pos == side.skip_to:
-                        side.start_scan(side.pos, hint=side.pos)
+                    used = min(n, self.skip_to - offset)
+                    self.pos = offset + used
+                    if self.pos == self.skip_to:
+                        self.start_scan(self.pos, hint=self.pos)
                 else:
-                    side.pos = offset + n
+                    self.pos = offset + n
                     used = n
                 if used >= n:
                     break
@@ -151,254 +171,259 @@ class DirectionFraming:
                 offset += used
                 n -= used
 
-    def _sync(self, side: Direction, offset: int, data, ts: int, out: list) -> int:
+    def sync(self, offset: int, data, ts: int, out: list) -> int:
         """Frames ``data`` while in sync; returns the bytes used (fewer if the mode changed)."""
         view = data if type(data) is memoryview else memoryview(data)
         n = len(view)
         i = 0
         while i < n:
-            need = side.need
+            need = self.need
             if need:
                 if n - i < need:
-                    side.parts.append(view[i:] if i else view)
-                    side.need = need - (n - i)
-                    side.pos = offset + n
+                    self.parts.append(view[i:] if i else view)
+                    self.need = need - (n - i)
+                    self.pos = offset + n
                     return n
-                side.parts.append(view[i:i + need])
+                self.parts.append(view[i:i + need])
                 i += need
-                side.need = 0
-                frame = b"".join(side.parts)
-                side.parts = []
-                side.pos = offset + i
-                self._frame_done(side, frame, ts, out)
-                if side.mode is not SYNC:
+                self.need = 0
+                frame = b"".join(self.parts)
+                self.parts = []
+                self.pos = offset + i
+                self.correlation.frame_done(self, frame, ts, out)
+                if self.mode is not SYNC:
                     return i
                 continue
-            if side.head:
-                take = min(4 - len(side.head), n - i)
-                side.head += view[i:i + take]
+            if self.head:
+                take = min(4 - len(self.head), n - i)
+                self.head += view[i:i + take]
                 i += take
-                if len(side.head) < 4:
-                    side.pos = offset + n
+                if len(self.head) < 4:
+                    self.pos = offset + n
                     return n
-                size = _I32.unpack(side.head)[0]
-                side.head = b""
+                size = _I32.unpack(self.head)[0]
+                self.head = b""
             elif n - i >= 4:
                 size = _I32.unpack_from(view, i)[0]
-                side.frame_offset = offset + i
-                side.frame_ts = ts
+                self.frame_offset = offset + i
+                self.frame_ts = ts
                 i += 4
             else:
-                side.head = bytes(view[i:])
-                side.frame_offset = offset + i
-                side.frame_ts = ts
-                side.pos = offset + n
+                self.head = bytes(view[i:])
+                self.frame_offset = offset + i
+                self.frame_ts = ts
+                self.pos = offset + n
                 return n
-            side.pos = offset + i
-            if size < 0 or size > side.max_frame:
-                self._lost_sync(side, size, ts, out)
+            self.pos = offset + i
+            if size < 0 or size > self.max_frame:
+                self._lost_sync(size, ts, out)
                 return i
-            side.size = size
+            self.size = size
             if n - i >= size:
                 frame = bytes(view[i:i + size])
                 i += size
-                side.pos = offset + i
-                self._frame_done(side, frame, ts, out)
-                if side.mode is not SYNC:
+                self.pos = offset + i
+                self.correlation.frame_done(self, frame, ts, out)
+                if self.mode is not SYNC:
                     return i
             else:
-                side.parts = [view[i:]]
-                side.need = size - (n - i)
-                side.pos = offset + n
+                self.parts = [view[i:]]
+                self.need = size - (n - i)
+                self.pos = offset + n
                 return n
-        side.pos = offset + n
+        self.pos = offset + n
         return n
 
-    def _lost_sync(self, side: Direction, size: int, ts: int, out: list) -> None:
-        out.append(Problem(self.connection, side.direction, ts, "oversized_frame",
-                           f"size prefix {size} is outside 0..{side.max_frame}: framing lost sync; resyncing",
-                           side.frame_offset, None))
-        side.start_scan(side.pos, hint=None)
+    def _lost_sync(self, size: int, ts: int, out: list) -> None:
+        out.append(Problem(self.owner.connection, self.direction, ts, "oversized_frame",
+                           f"size prefix {size} is outside 0..{self.max_frame}: framing lost sync; resyncing",
+                           self.frame_offset, None))
+        self.start_scan(self.pos, hint=None)
 
-    def _scan_data(self, side: Direction, offset: int, data, ts: int, out: list) -> list:
+    def _scan_data(self, offset: int, data, ts: int, out: list) -> list:
         """Buffers ``data`` while looking for a frame boundary; returns the pieces to frame once found."""
-        if not side.buf:
-            side.buf_offset = offset
-            side.scan_pos = 0
-            side.piece_offsets.clear()
-            side.piece_ts.clear()
-        side.piece_offsets.append(offset)
-        side.piece_ts.append(ts)
-        side.buf += data
-        side.pos = offset + len(data)
-        return self._scan(side, out, final=False)
+        if not self.buf:
+            self.buf_offset = offset
+            self.scan_pos = 0
+            self.piece_offsets.clear()
+            self.piece_ts.clear()
+        self.piece_offsets.append(offset)
+        self.piece_ts.append(ts)
+        self.buf += data
+        self.pos = offset + len(data)
+        return self.scan(out, final=False)
 
-    def _scan(self, side: Direction, out: list, final: bool) -> list:
-        buf = side.buf
+    def scan(self, out: list, final: bool) -> list:
+        buf = self.buf
         end = len(buf)
-        if side.hint is not None:
-            p = side.hint - side.buf_offset
-            verdict = self._check_boundary(side, p, end)
+        if self.hint is not None:
+            p = self.hint - self.buf_offset
+            verdict = self._check_boundary(p, end)
             if verdict is WAIT:
                 return []
             if verdict:
-                return self._accept(side, p, out)
-            if side.known_start and not self._frames_seen():
+                return self._accept(p, out)
+            if self.known_start and not self.owner.frames_seen():
                 if looks_like_tls(buf[p:p + 3]):  # given up once its ClientHello is read (the hint kept till then)
-                    self._tls_start(buf[p:], None, side.direction, final, out)
+                    self.owner.tls_start(buf[p:], None, self.direction, final, out)
                 else:
-                    self._give_up("not_kafka", side.direction, f"the {side.direction} stream does not start with a "
-                                  "valid Kafka frame", out)
+                    self.owner.give_up("not_kafka", self.direction,
+                                       f"the {self.direction} stream does not start with a valid Kafka frame", out)
                 return []
-            side.hint = None
-            side.scan_pos = max(side.scan_pos, p + 1)
+            self.hint = None
+            self.scan_pos = max(self.scan_pos, p + 1)
         # Candidates still waiting for bytes do not block later ones: the earliest that validates wins.
-        if side.direction is REQUEST:
-            expect = None if side.last_corr is None else side.last_corr + 1
-            verdict = partial(request_verdict, buf, end=end, max_frame=side.max_frame, window=self.scan_window,
-                              strong=side.is_piece_start, expect_corr=expect, final=final, client_id=side.client_id)
-            candidates, tail = request_candidates(buf, side.scan_pos, end, side.max_frame), 13
+        if self.direction is REQUEST:
+            expect = None if self.last_corr is None else self.last_corr + 1
+            window = self.owner.scan_window
+            verdict = partial(request_verdict, buf, end=end, max_frame=self.max_frame, window=window,
+                              strong=self.is_piece_start, expect_corr=expect, final=final, client_id=self.client_id)
+            candidates, tail = request_candidates(buf, self.scan_pos, end, self.max_frame), 13
         else:
-            ids = [request.correlation_id for request in islice(self._fifo, MAX_SCANNED_IDS)]
-            verdict = partial(response_verdict, buf, end=end, max_frame=side.max_frame, window=self.scan_window,
-                              strong=side.is_piece_start, ids=ids, final=final)
-            candidates, tail = response_candidates(buf, side.scan_pos, end, ids), 7
-        for p in list(side.pending):
+            ids = self.correlation.outstanding_ids(MAX_SCANNED_IDS)
+            verdict = partial(response_verdict, buf, end=end, max_frame=self.max_frame, window=self.owner.scan_window,
+                              strong=self.is_piece_start, ids=ids, final=final)
+            candidates, tail = response_candidates(buf, self.scan_pos, end, ids), 7
+        for p in list(self.pending):
             found = verdict(p)
             if found is ACCEPT:
-                return self._accept(side, p, out)
+                return self._accept(p, out)
             if found is None:
-                side.pending.remove(p)
+                self.pending.remove(p)
         for p in candidates:
-            side.scan_pos = p + 1
+            self.scan_pos = p + 1
             found = verdict(p)
             if found is ACCEPT:
-                return self._accept(side, p, out)
-            if found is PENDING and p not in side.pending:
-                side.pending.append(p)
-                if len(side.pending) > MAXPENDING:
-                    side.pending.pop(0)
-        side.scan_pos = max(side.scan_pos, end - tail)
-        first = min(side.pending, default=side.scan_pos)
-        if side.direction is REQUEST and not self._frames_seen():
+                return self._accept(p, out)
+            if found is PENDING and p not in self.pending:
+                self.pending.append(p)
+                if len(self.pending) > MAXPENDING:
+                    self.pending.pop(0)
+        self.scan_pos = max(self.scan_pos, end - tail)
+        first = min(self.pending, default=self.scan_pos)
+        if self.direction is REQUEST and not self.owner.frames_seen():
             # Not even one frame in more than the largest frame: this is not Kafka.
-            rejected = side.buf_offset + first - side.scan_start
-            if rejected > side.max_frame + self.scan_window:
-                self._give_up("not_kafka", side.direction, f"no valid Kafka request frame in {rejected} bytes", out)
+            rejected = self.buf_offset + first - self.scan_start
+            if rejected > self.max_frame + self.owner.scan_window:
+                self.owner.give_up("not_kafka", self.direction, f"no valid Kafka request frame in {rejected} bytes",
+                                   out)
                 return []
-        keep_from = min(first, side.scan_pos)
-        if side.direction is RESPONSE:  # keep some history for responses whose request is framed late
-            keep_from = min(keep_from, max(0, end - self.scan_window))
+        keep_from = min(first, self.scan_pos)
+        if self.direction is RESPONSE:  # keep some history for responses whose request is framed late
+            keep_from = min(keep_from, max(0, end - self.owner.scan_window))
         if keep_from > 65536 and keep_from * 2 > end:
-            side.trim(keep_from)
+            self.trim(keep_from)
         return []
 
-    def _check_boundary(self, side: Direction, p: int, end: int):
+    def _check_boundary(self, p: int, end: int):
         """At a known frame boundary (stream start, end of a cut frame) a plausible header is enough."""
-        if side.direction is REQUEST:
-            head = check_request(side.buf, p, end, side.max_frame, False)
+        if self.direction is REQUEST:
+            head = check_request(self.buf, p, end, self.max_frame, False)
             return head if head is WAIT else head is not None
         if end - p < 4:
             return WAIT
-        return 4 <= _I32.unpack_from(side.buf, p)[0] <= side.max_frame
+        return 4 <= _I32.unpack_from(self.buf, p)[0] <= self.max_frame
 
-    def _accept(self, side: Direction, p: int, out: list) -> list:
+    def _accept(self, p: int, out: list) -> list:
         """A boundary was found at buf index ``p``: report what was skipped, frame the bytes from there."""
-        offset = side.buf_offset + p
-        skipped = offset - side.scan_start
-        pieces = side.pieces_from(p)
+        offset = self.buf_offset + p
+        skipped = offset - self.scan_start
+        pieces = self.pieces_from(p)
         if skipped > 0:
-            out.append(Problem(self.connection, side.direction, pieces[0][2] if pieces else self._last_ts, "resync",
-                               f"skipped {skipped} bytes to the next {side.direction} frame boundary at offset "
-                               f"{offset}", side.scan_start, skipped))
-        side.mode = SYNC
-        side.buf = bytearray()
-        side.piece_offsets, side.piece_ts = [], []
-        side.hint = None
-        side.pending = []
-        side.head, side.parts, side.need = b"", [], 0
-        side.pos = offset
+            ts = pieces[0][2] if pieces else self.owner.last_ts
+            out.append(Problem(self.owner.connection, self.direction, ts, "resync",
+                               f"skipped {skipped} bytes to the next {self.direction} frame boundary at offset "
+                               f"{offset}", self.scan_start, skipped))
+        self.mode = SYNC
+        self.buf = bytearray()
+        self.piece_offsets, self.piece_ts = [], []
+        self.hint = None
+        self.pending = []
+        self.head, self.parts, self.need = b"", [], 0
+        self.pos = offset
         return pieces
 
-    def _frames_seen(self) -> int:
-        return sum(s.frames for s in self._sides.values())
+    def look_back(self, corr: int, out: list) -> None:
+        """A new outstanding request may settle a response boundary candidate, or be answered by response
+        bytes already buffered (when the request was framed late): scan the response bytes again."""
+        at = self.buf.find(_I32.pack(corr), 4)
+        if at != -1 and at - 4 < self.scan_pos:
+            self.scan_pos = at - 4
+        elif not self.pending:
+            return
+        for offset, data, ts in self.scan(out, final=False):
+            self.feed(offset, data, ts, out)
 
     # ------------------------------------------------------------------------------------------------
     # Gaps and ends
 
-    def _gap(self, side: Direction, gap: StreamGap, out: list) -> None:
+    def gap(self, gap: StreamGap, out: list) -> None:
         gap_end = gap.offset + gap.length
         if gap.reason == "mid-stream start":
-            out.append(Problem(self.connection, side.direction, gap.ts_ns, "gap",
+            out.append(Problem(self.owner.connection, self.direction, gap.ts_ns, "gap",
                                "the capture started in the middle of the stream", gap.offset, 0))
-            if side.mode is SCAN and not side.buf:
-                side.known_start = False
-                side.hint = None
+            if self.mode is SCAN and not self.buf:
+                self.known_start = False
+                self.hint = None
             return
-        out.append(Problem(self.connection, side.direction, gap.ts_ns, "gap",
+        out.append(Problem(self.owner.connection, self.direction, gap.ts_ns, "gap",
                            f"{gap.length} bytes were not captured ({gap.reason})", gap.offset, gap.length))
-        if side.mode is DEAD:
+        if self.mode is DEAD:
             pass
-        elif side.mode is SKIP:
-            if gap_end > side.skip_to:
-                side.start_scan(gap_end, hint=None)
-        elif side.mode is SCAN:
-            self._abandon_scan(side, gap.ts_ns, out)
-            side.start_scan(gap_end, hint=None)
-        elif side.need or side.head:
-            frame_end = side.frame_offset + 4 + side.size if side.need else None
-            self._truncated(side, gap.ts_ns, f"cut by a capture gap at offset {gap.offset} ({gap.reason})", out)
+        elif self.mode is SKIP:
+            if gap_end > self.skip_to:
+                self.start_scan(gap_end, hint=None)
+        elif self.mode is SCAN:
+            self.abandon_scan(gap.ts_ns, out)
+            self.start_scan(gap_end, hint=None)
+        elif self.need or self.head:
+            frame_end = self.frame_offset + 4 + self.size if self.need else None
+            self.truncated(gap.ts_ns, f"cut by a capture gap at offset {gap.offset} ({gap.reason})", out)
             if frame_end is not None and gap_end < frame_end:
-                side.mode = SKIP
-                side.skip_to = frame_end
+                self.mode = SKIP
+                self.skip_to = frame_end
             else:
-                side.start_scan(gap_end, hint=frame_end if frame_end == gap_end else None)
+                self.start_scan(gap_end, hint=frame_end if frame_end == gap_end else None)
         else:
-            side.start_scan(gap_end, hint=None)
-        side.pos = max(side.pos, gap_end)
+            self.start_scan(gap_end, hint=None)
+        self.pos = max(self.pos, gap_end)
 
-    def _abandon_scan(self, side: Direction, ts: int, out: list) -> None:
-        skipped = side.pos - side.scan_start
+    def abandon_scan(self, ts: int, out: list) -> None:
+        skipped = self.pos - self.scan_start
         if skipped > 0:
-            out.append(Problem(self.connection, side.direction, ts, "resync",
-                               f"skipped {skipped} bytes without finding a {side.direction} frame boundary",
-                               side.scan_start, skipped))
+            out.append(Problem(self.owner.connection, self.direction, ts, "resync",
+                               f"skipped {skipped} bytes without finding a {self.direction} frame boundary",
+                               self.scan_start, skipped))
 
-    def _truncated(self, side: Direction, ts: int, why: str, out: list) -> None:
+    def truncated(self, ts: int, why: str, out: list) -> None:
         """The frame being collected will not complete."""
-        prefix = side.partial_prefix(8)
-        received = side.size - side.need if side.need else len(side.head)
+        prefix = self.partial_prefix(8)
+        received = self.size - self.need if self.need else len(self.head)
         api_key = api_version = corr = None
-        if side.direction is REQUEST and len(prefix) >= 8:
+        if self.direction is REQUEST and len(prefix) >= 8:
             api_key, api_version, corr = peek_request(prefix)
-            self._expect_truncated(side, api_key, api_version, corr)
-        elif side.direction is RESPONSE and len(prefix) >= 4:
+            self.correlation.expect_truncated(self, api_key, api_version, corr)
+        elif self.direction is RESPONSE and len(prefix) >= 4:
             corr = _I32.unpack_from(prefix)[0]
-            if not self._sasl_responses or (self._fifo and self._fifo[0].correlation_id == corr):
-                if self._held and self._fifo_index(corr) is not None:
-                    self._release_held("no request with this correlation id was captured before a later response",
-                                       out)
-                request = self._answer(corr, out)
-                if request is not None:
-                    api_key, api_version = request.api_key, request.api_version
-        size = f"of {side.size} bytes " if side.need else ""
-        out.append(Problem(self.connection, side.direction, ts, "truncated_frame",
-                           f"{side.direction} frame {size}{why}; {received} bytes were received",
-                           side.frame_offset, side.size if side.need else None, api_key, api_version, corr))
-        side.head, side.parts, side.need = b"", [], 0
+            api_key, api_version = self.correlation.truncated_response(corr, out)
+        size = f"of {self.size} bytes " if self.need else ""
+        out.append(Problem(self.owner.connection, self.direction, ts, "truncated_frame",
+                           f"{self.direction} frame {size}{why}; {received} bytes were received",
+                           self.frame_offset, self.size if self.need else None, api_key, api_version, corr))
+        self.head, self.parts, self.need = b"", [], 0
 
-    def _finish_side(self, side: Direction, ts: int, why: str, out: list) -> None:
-        while side.mode is SCAN and side.buf and not self._dead:
-            pieces = self._scan(side, out, final=True)
+    def finish(self, ts: int, why: str, out: list) -> None:
+        while self.mode is SCAN and self.buf and not self.owner.dead:
+            pieces = self.scan(out, final=True)
             if not pieces:
                 break
             for offset, data, piece_ts in pieces:
-                self._feed_side(side, offset, data, piece_ts, out)
-        if self._dead:
+                self.feed(offset, data, piece_ts, out)
+        if self.owner.dead:
             return
-        if side.mode is SCAN:
-            self._abandon_scan(side, ts, out)
-        elif side.mode is SYNC and (side.need or side.head):
-            self._truncated(side, ts, why, out)
-        side.mode = DEAD
-        side.buf = bytearray()
+        if self.mode is SCAN:
+            self.abandon_scan(ts, out)
+        elif self.mode is SYNC and (self.need or self.head):
+            self.truncated(ts, why, out)
+        self.mode = DEAD
+        self.buf = bytearray()
