@@ -79,10 +79,10 @@ def _joined(pieces: list[Split], split_bytes: int) -> list[Split]:
 
 
 def _sample(piece: Split, window_bytes: int, sampled: dict[str, int]) -> None:
-    window = piece._replace(end=min(piece.end, piece.start + window_bytes))
-    for packet in iter_split(window, payloads=False):
+    end = piece.start + window_bytes if piece.end is None else min(piece.end, piece.start + window_bytes)
+    for packet in iter_split(piece._replace(end=end), payloads=False):
         key = connection_key(*packet[2:6])
-        sampled[key] = sampled.get(key, 0) + packet.payload_length
+        sampled[key] = sampled.get(key, 0) + packet.payload_length  # type: ignore[union-attr]  # PacketRefs only
 
 
 def balanced_partitions(sampled_bytes: dict[str, int], partitions: int,

@@ -109,7 +109,7 @@ def _natural(path: str) -> list:
 
 
 def _captures_under(folder: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
         found.extend(path for path in (os.path.join(root, name) for name in sorted(files))
@@ -124,6 +124,7 @@ def _expand_remote(pattern: str) -> list[str]:
         raise FileNotFoundError(f"{display_name(pattern)}: no such file or folder, and no files match it")
     if how == "glob" and not uris:
         raise FileNotFoundError(f"{display_name(pattern)}: no such file or folder, and no files match it")
+    uris = uris or []  # None only when missing
     return uris if how == "file" else [uri for uri in uris if is_capture(uri)]
 
 

@@ -168,6 +168,7 @@ def decode_packet(buf, off: int, captured: int, wire: int, linktype: int, order:
     """The Packet in a frame of ``captured`` bytes at ``off`` (``wire`` bytes on the wire), or why not;
     with ``refs`` (``buf`` is the whole file) a PacketRef to its payload instead of a copy of it."""
     end = off + captured
+    version: int | str  # the IP version, or why the link layer holds no IP packet
     if linktype == LINKTYPE_ETHERNET and captured >= _ETHERNET_SIZE:
         ethertype = _U16(buf, off + _ETHERTYPE_AT)[0]
         if ethertype == ETHERTYPE_IPV4:

@@ -8,6 +8,9 @@ block length has no resync: a block's length is the only way to the next.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 from ...pcap.layouts import (
     BIG, DEFAULT_TSRESOL, IF_TSOFFSET, IF_TSRESOL, LITTLE, PCAPNG_ENHANCED_PACKET_TYPE, PCAPNG_INTERFACE_DESCRIPTION_TYPE,
     PCAPNG_PACKET_TYPE, PCAPNG_SECTION_HEADER_TYPE, PCAPNG_SIMPLE_PACKET_TYPE, packed, pcapng_block_header,
@@ -24,10 +27,11 @@ __all__ = ["Section", "block_at", "pcapng_blocks", "walk_pcapng", "read_pcapng",
 MAX_PCAPNG_BLOCK = 64 << 20     # a pcapng block longer than this is a corrupt header
 _BYTE_ORDER_MAGIC_AT = 8        # in a Section Header Block
 
-_PCAPNG = {}  # byte order -> (block header, trailer, EPB, PB, SPB, IDB) unpackers
+Unpackers = tuple[Callable[..., tuple[Any, ...]], ...]
+_PCAPNG: dict[str, Unpackers] = {}  # byte order -> (block header, trailer, EPB, PB, SPB, IDB) unpackers
 
 
-def _pcapng_structs(byteorder: str):
+def _pcapng_structs(byteorder: str) -> Unpackers:
     found = _PCAPNG.get(byteorder)
     if found is None:
         found = _PCAPNG[byteorder] = tuple(packed(layout(byteorder)).unpack_from for layout in (
@@ -64,7 +68,8 @@ class Section:
         """A new section: its byte order, no interfaces yet."""
         self.byteorder = byteorder
         self.structs = _pcapng_structs(byteorder)
-        self.interfaces, self.described = [], []
+        self.interfaces: list[tuple[int, int, int, int]] = []
+        self.described: list[list[int]] = []
 
     def _add(self, linktype: int, snaplen: int, tsresol: int, tsoffset: int) -> None:
         per_second = tsresol_ticks_per_second(tsresol)
@@ -84,7 +89,7 @@ class Section:
                 if option.code == IF_TSRESOL and option.length >= 1:
                     tsresol = option.value[0]
                 elif option.code == IF_TSOFFSET and option.length >= 8:
-                    endian = "little" if self.byteorder == LITTLE else "big"
+                    endian: Literal["little", "big"] = "little" if self.byteorder == LITTLE else "big"
                     tsoffset = int.from_bytes(option.value[:8], endian, signed=True)
         self._add(linktype, snaplen, tsresol, tsoffset)
 
@@ -247,7 +252,7 @@ def walk_pcapng(buf, size: int, first_cut: int, split_bytes: int | None):
     while True:
         if pos >= cut:
             if last_packet is not None:
-                section.last_ts = section.timestamp_at(buf, last_packet)
+                section.last_ts = section.timestamp_at(buf, last_packet) or 0  # a known interface's: not None
             else:
                 section.last_ts = carried_ts
             yield pos, section.context()
@@ -268,7 +273,7 @@ def walk_pcapng(buf, size: int, first_cut: int, split_bytes: int | None):
             pos += length
             continue
         if block_type == PCAPNG_SECTION_HEADER_TYPE and last_packet is not None:
-            carried_ts, last_packet = section.timestamp_at(buf, last_packet), None
+            carried_ts, last_packet = section.timestamp_at(buf, last_packet) or 0, None  # as above
         block_type, length, ended = block_at(buf, pos, size, section)
         if ended != WALK_DONE:
             return  # the rest is one split, which stops at the same place

@@ -155,9 +155,9 @@ def blocks(remote: RemoteFile, start: int, end: int | None = None, block: int | 
                 break
         while pending:
             data = pending.pop(0).result()
-            offset = next(offsets, None)
-            if offset is not None:
-                pending.append(pool.submit(remote.read_at, offset, min(block, end - offset)))
+            following = next(offsets, None)
+            if following is not None:
+                pending.append(pool.submit(remote.read_at, following, min(block, end - following)))
             yield data
 
 

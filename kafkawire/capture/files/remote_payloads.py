@@ -11,7 +11,7 @@ holds about two batches (one read from, one on its way).
 from __future__ import annotations
 
 import bisect
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from .reading import CaptureError
 from .remote_files import FETCH_THREADS, RemoteFile, display_name
@@ -48,9 +48,9 @@ class _Batch:
 
     __slots__ = ("starts", "reads")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.starts: dict[int, list[int]] = {}
-        self.reads: dict[int, list[tuple[int, int, object]]] = {}
+        self.reads: dict[int, list[tuple[int, int, Future[bytes]]]] = {}
 
 
 class RemotePayloads:

@@ -55,11 +55,9 @@ class CutRequest(NamedTuple):
 
 
 class Roles(Protocol):
-    """What the correlation needs of its connection (``Conversation``): the endpoints' roles for the frames,
-    and the framing of each direction."""
+    """What the correlation needs of its connection (``Conversation``): its name, and the framing of each
+    direction."""
     connection: str
-    client: str | None
-    broker: str | None
 
     def look_back(self, corr: int, out: list) -> None: ...
 
@@ -85,6 +83,10 @@ class RequestCorrelation:
         self.sasl_responses = False  # after its response: frames not answering the FIFO head are tokens
         self.sasl = SaslExchanges()
         self.requests = self.responses = 0
+        self.client = self.broker = ""  # the endpoints, once the connection knows its roles (set_roles)
+
+    def set_roles(self, client: str, broker: str) -> None:
+        self.client, self.broker = client, broker
 
     def waiting(self) -> bool:
         """Whether requests are outstanding or responses held."""
@@ -130,7 +132,7 @@ class RequestCorrelation:
                                f"a {n}-byte request frame is too short for a request header", side.frame_offset, n))
             return
         request_header_version = header_version(key, version)
-        client_id = None
+        client_id: str | None = None
         client_id_length = -1
         if request_header_version >= 1 and n >= 10:
             client_id_length = _I16.unpack_from(frame, 8)[0]
@@ -144,7 +146,8 @@ class RequestCorrelation:
                         side.client_id, side.client_id_text = raw, client_id
             elif client_id_length == -1 and valid:
                 side.client_id = None
-        mechanism = user = None
+        mechanism: str | None = None
+        user: str | None = None
         if valid:
             sasl = self.sasl
             if key == SASL_HANDSHAKE:
@@ -155,8 +158,7 @@ class RequestCorrelation:
                 mechanism, user = sasl.mechanism, sasl.user
             elif sasl.outcome is not None:
                 sasl.kafka_request()
-        owner = self.owner
-        request = KafkaFrame(owner.connection, REQUEST, owner.client, owner.broker, side.frame_ts, end_ts,
+        request = KafkaFrame(self.owner.connection, REQUEST, self.client, self.broker, side.frame_ts, end_ts,
                              side.frame_offset, n, key, version, corr, client_id, frame, None, mechanism, user)
         out.append(request)
         self.requests += 1
@@ -217,7 +219,7 @@ class RequestCorrelation:
                 return index
         return None
 
-    def _answer(self, corr: int, out: list) -> KafkaFrame | None:
+    def _answer(self, corr: int, out: list) -> KafkaFrame | CutRequest | None:
         """Pops the request ``corr`` answers; the ones before it went unanswered."""
         index = self._fifo_index(corr)
         if index is None:
@@ -235,20 +237,20 @@ class RequestCorrelation:
 
     def _match(self, held: HeldResponse, out: list) -> None:
         request = self._answer(held.correlation_id, out)
-        if type(request) is CutRequest:
+        if isinstance(request, CutRequest):
             self._unmatched(held, f"its request ({api_name(request.api_key)} v{request.api_version}) was cut by a "
                             "capture gap", out, request)
             return
+        assert request is not None  # matched: the FIFO holds the id
         frame = held.frame
         key, version = request.api_key, request.api_version
-        if key == SASL_HANDSHAKE:
+        if key == SASL_HANDSHAKE and version is not None:
             self.sasl.handshake_response(frame, version)
             if version == 0 and held.size >= 6 and _I16.unpack_from(frame, 4)[0] == 0:
                 self.sasl_responses = True
-        elif key == SASL_AUTHENTICATE:
+        elif key == SASL_AUTHENTICATE and version is not None:
             self.sasl.authenticate_response(frame, version)
-        owner = self.owner
-        out.append(KafkaFrame(owner.connection, RESPONSE, owner.client, owner.broker, held.ts_ns, held.end_ts_ns,
+        out.append(KafkaFrame(self.owner.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
                               held.offset, held.size, key, version, held.correlation_id, None, frame, request,
                               request.sasl_mechanism, request.sasl_user))
         self.responses += 1
@@ -281,8 +283,7 @@ class RequestCorrelation:
     def _unmatched(self, held: HeldResponse, why: str, out: list, request: CutRequest | None = None) -> None:
         if request is None:
             self.held_bytes -= held.size
-        owner = self.owner
-        out.append(KafkaFrame(owner.connection, RESPONSE, owner.client, owner.broker, held.ts_ns, held.end_ts_ns,
+        out.append(KafkaFrame(self.owner.connection, RESPONSE, self.client, self.broker, held.ts_ns, held.end_ts_ns,
                               held.offset, held.size, None, None, held.correlation_id, None, held.frame, None))
         self.responses += 1
         out.append(Problem(self.owner.connection, RESPONSE, held.ts_ns, "unmatched_response",

@@ -108,6 +108,7 @@ class Conversation:
             self._new_sides(self.client, self.broker)
 
     def _new_sides(self, client: str, broker: str) -> None:
+        self._correlation.set_roles(client, broker)
         self._sides = {client: DirectionFraming(REQUEST, client, self.max_frame, self, self._correlation),
                        broker: DirectionFraming(RESPONSE, broker, self.max_response_frame, self, self._correlation)}
 
@@ -257,12 +258,13 @@ class Conversation:
         requests = [s for s, v in verdicts.items() if v == "request"]
         tls = [s for s, v in verdicts.items() if v == "tls"]
         if tls:
-            sender = tls[0] if len(tls) == 1 else self._first_sender
+            sender = tls[0] if len(tls) == 1 else self._first_sender or tls[0]  # the first to send is known here
             self.tls_start(self._early_stream(sender)[0], sender, None, final, out)
         elif len(requests) == 1:
             self._set_roles(requests[0], self._other(requests[0]), out)
         elif len(requests) == 2:
-            self._set_roles(self._first_sender, self._other(self._first_sender), out)
+            first = self._first_sender or requests[0]  # known: the verdicts are of senders of data
+            self._set_roles(first, self._other(first), out)
         elif len(verdicts) == 2 and all(v == "not kafka" for v in verdicts.values()):
             self.give_up("not_kafka", None, "neither direction starts with a valid Kafka frame", out)
         elif final and verdicts:
@@ -273,7 +275,7 @@ class Conversation:
         ports = {e: _port(e) for e in self._endpoints}
         if len(ports) == 2 and None not in ports.values() and len(set(ports.values())) == 2 \
                 and not all(v == "not kafka" for v in verdicts.values()):
-            broker = min(ports, key=ports.get)
+            broker = min(ports, key=lambda e: ports[e] or 0)  # no None here
             self._set_roles(self._other(broker), broker, out)
         else:
             self.give_up("not_kafka", None, "no valid Kafka request header in the first "

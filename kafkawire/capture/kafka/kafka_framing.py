@@ -76,9 +76,9 @@ class DirectionFraming:
         self.frame_offset = 0
         self.frame_ts = 0
         self.skip_to = 0
-        self.last_corr = None
+        self.last_corr: int | None = None
         self.client_id = ANY_CLIENT  # the raw client id this client uses, once a request showed it
-        self.client_id_text = None
+        self.client_id_text: str | None = None
         self.start_scan(0, hint=0, known_start=True)
 
     def start_scan(self, offset: int, hint: int | None, known_start: bool = False) -> None:
@@ -92,7 +92,9 @@ class DirectionFraming:
         self.hint = hint          # a stream offset known to be a frame boundary
         self.known_start = known_start
         self.pending: list[int] = []  # buf indexes of candidate boundaries waiting for more bytes
-        self.head, self.parts, self.need = b"", [], 0
+        self.head = b""
+        self.parts: list[bytes | memoryview] = []
+        self.need = 0
 
     def partial_prefix(self, count: int) -> bytes:
         """The first ``count`` bytes of the frame being collected (fewer if not yet received)."""

@@ -12,6 +12,7 @@ imports pandas, which takes longer than a small report.)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -116,7 +117,7 @@ def _key(column) -> np.ndarray:
     return pc.fill_null(array.cast(pa.int64()), _NULL).to_numpy(zero_copy_only=False)
 
 
-def _grouped(table: pa.Table, keys: list[str], then: list[str] = ()):
+def _grouped(table: pa.Table, keys: list[str], then: Sequence[str] = ()):
     """(row order, each row's group in that order, the first row of each group) for ``table`` grouped
     by ``keys``, the rows of a group ordered by ``then``."""
     columns = [_key(table[name]) for name in (*keys, *then)]
@@ -223,7 +224,7 @@ def _per_client(frames: pa.Table, is_request) -> list[dict]:
 
 def _problems(problems: pa.Table) -> list[dict]:
     order, groups, firsts = _grouped(problems, ["kind"], ["ts", "reason"])
-    counts = np.bincount(groups) if len(groups) else []
+    counts: np.ndarray | list[int] = np.bincount(groups) if len(groups) else []
     taken = problems.take(pa.array(order[firsts])).to_pylist() if len(firsts) else []
     return [dict(kind=first["kind"], count=int(count), example=first["reason"]) for first, count in zip(taken, counts)]
 

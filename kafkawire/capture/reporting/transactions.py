@@ -27,7 +27,9 @@ EndTxn response.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkawire.error_codes import ErrorCode
 
@@ -207,14 +209,16 @@ class _Replay:
         producer = (row["producer_id"], row["producer_epoch"])
         fenced = [code for code in row["error_codes"] if code in _FENCING_ERRORS]
         if fenced or self.stale(state, producer):
+            at = state.fenced_at or (None, None)  # (set when stale)
             why = (f"and was answered {ErrorCode(fenced[0]).name}" if fenced else
-                   f"after InitProducerId gave it producer id {state.fenced_at[0]} epoch {state.fenced_at[1]}")
+                   f"after InitProducerId gave it producer id {at[0]} epoch {at[1]}")
             self.problem(FENCED, row, f"transactional id {transactional_id!r}: producer id {producer[0]} epoch "
                                       f"{producer[1]} wrote to {row['partitions']} partition(s) {why}")
             return
         self.begin(state, row["ts"], producer)
         if all(code in (0, None) for code in row["error_codes"]):
             current = state.current
+            assert current is not None  # begun above
             if current.first_write is None:
                 current.first_write, current.write_connection = row["ts"], row["connection"]
             current.partitions += row["partitions"]
@@ -236,6 +240,7 @@ class _Replay:
 
     def end(self, state: _TransactionalId, ts: int, committed: bool) -> None:
         current = state.current
+        assert current is not None  # the caller ends an open transaction
         self.check_hanging(state, current, current.end_requested if current.end_requested is not None else ts)
         if committed:
             state.committed += 1
@@ -302,9 +307,9 @@ def _calls(frames: list[dict]) -> list[_Call]:
             waiting[key] = call
             calls.append(call)
         else:
-            call = waiting.pop(key, None)
-            if call is not None:
-                call.response = row
+            answered = waiting.pop(key, None)
+            if answered is not None:
+                answered.response = row
     return calls
 
 
@@ -317,14 +322,15 @@ def follow(frames: list[dict], produces: list[dict], capture_end: int | None) ->
     replay = _Replay(capture_end)
     # (time, 0 for calls in request order / 1 for produces in _produce_order, kind, item): an
     # InitProducerId counts when answered
-    events = []
+    events: list[tuple[int, int, int, _Call | dict]] = []
     for call in _calls(frames):
         api_key = call.request["api_key"]
         events.append((call.answered_ts if api_key == INIT_PRODUCER_ID else call.ts, 0, api_key, call))
     events += [(row["ts"], 1, PRODUCE, row) for row in sorted(produces, key=_produce_order)]
-    handlers = {INIT_PRODUCER_ID: replay.init_producer_id, ADD_PARTITIONS: replay.adds,
-                ADD_OFFSETS: replay.adds, TXN_OFFSET_COMMIT: replay.adds, END_TXN: replay.end_txn,
-                PRODUCE: replay.produce}
+    # each handler takes the item of its kind (a _Call, or a produce row)
+    handlers: dict[int, Callable[[Any], None]] = {
+        INIT_PRODUCER_ID: replay.init_producer_id, ADD_PARTITIONS: replay.adds, ADD_OFFSETS: replay.adds,
+        TXN_OFFSET_COMMIT: replay.adds, END_TXN: replay.end_txn, PRODUCE: replay.produce}
     for _, _, kind, item in sorted(events, key=lambda event: event[:2]):  # stable: the orders above stay
         handlers[kind](item)
     transactions = replay.finish()

@@ -19,7 +19,7 @@ import json
 import keyword
 import math
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkawire.codec.primitives import ABSENT
 from kafkawire.messages import message_class
@@ -211,7 +211,7 @@ class _Compiler:
     def compile(self) -> Converter:
         value_fn, json_fn = self.struct(_schema(self.name), self.top)
         source = "\n\n".join(self.functions)
-        namespace = dict(_JSON_HELPERS, _ABSENT=ABSENT)
+        namespace: dict[str, Any] = dict(_JSON_HELPERS, _ABSENT=ABSENT)  # exec's: helpers in, functions out
         exec(compile(source, f"<converters {self.name} v{self.version}>", "exec"), namespace)
         for name, cls, value_child, json_child in self.defaults:
             namespace[f"{name}v"] = namespace[value_child](cls())
@@ -279,7 +279,7 @@ class _Compiler:
             value_fn, json_fn = self.struct(spark_type, struct_cls)
             value = f"None if {x} is None else {value_fn}({x})"
             json_text = f"'null' if {x} is None else {json_fn}({x})"
-            if lazy:
+            if lazy and struct_cls is not None:  # lazy: a generated struct class, for its defaults
                 default = f"_D{len(self.defaults)}"
                 self.defaults.append((default, struct_cls, value_fn, json_fn))
                 value = f"{default}v if {x} is _ABSENT else {value}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kafkawire.codec.base import Message
 from kafkawire.errors import DecodeError
 from kafkawire.framing import read_request, read_response
 from kafkawire.messages import api
@@ -29,7 +30,7 @@ class Decoded(NamedTuple):
     """What became of one frame's body."""
     api_name: str | None
     header_version: int | None
-    body: object | None
+    body: Message | None
     version: int | None   # the version the body was read at (ApiVersions may fall back to 0)
     error: str | None      # why there is no body
     trailing: int = 0      # bytes after the body (read past, as Kafka does; a problem says so)
@@ -54,7 +55,7 @@ def decode_frame(frame: KafkaFrame) -> Decoded:
         if frame.api_key == SASL_AUTHENTICATE:
             redact_body(body, frame.sasl_mechanism)
         return Decoded(name, header_version, body, version, None, trailing)
-    if frame.request is None or frame.api_key is None:
+    if frame.request is None or frame.api_key is None or version is None:
         return Decoded(name, None, None, None, None)  # unmatched: not decoded (a Problem says so)
     if info is None:
         return Decoded(None, None, None, None, f"unknown API key {frame.api_key}")
@@ -78,8 +79,9 @@ def decode_problem(frame: KafkaFrame, decoded: Decoded) -> Problem | None:
                        frame.offset, frame.size + 4, frame.api_key, frame.api_version, frame.correlation_id)
     if decoded.trailing:
         end = frame.size - decoded.trailing  # where the body ended, in the frame
+        name = decoded.body.NAME if decoded.body is not None else decoded.api_name  # (trailing: a body)
         return Problem(frame.connection, frame.direction, frame.end_ts_ns, "trailing_bytes",
-                       f"{decoded.body.NAME}: {decoded.trailing} bytes after the body at byte {end} "
+                       f"{name}: {decoded.trailing} bytes after the body at byte {end} "
                        f"(ignored, as Kafka does)", frame.offset + 4 + end, decoded.trailing,
                        frame.api_key, frame.api_version, frame.correlation_id)
     return None
@@ -138,7 +140,7 @@ def summarize_records(blob) -> BlobSummary:
     if isinstance(first, LegacyBatch):
         first_offset = None if first.is_compressed else first.offset
         codec = first.attributes & LEGACY_CODEC_MASK
-        producer = (None, None, None, None)
+        producer: tuple[int | None, int | None, int | None, bool | None] = (None, None, None, None)
     else:
         first_offset = first.base_offset
         codec = first.attributes & CODEC_MASK

@@ -48,7 +48,7 @@ class Join:
     def pairs(self, request_partitions: list, response_partitions: list):
         """(request item or None, response item or None) per partition; items are
         (topic, topic_id, partition number, partition struct, index)."""
-        by_key = {}
+        by_key: dict[tuple[object, ...], tuple[object, ...]] = {}
         for item in request_partitions:
             by_key.setdefault(item[:3], item)
         matched = set()
@@ -66,16 +66,17 @@ class Join:
 
     def problem(self, frame: KafkaFrame, topic, topic_id, partition, reason: str) -> None:
         where = f"{topic if topic is not None else topic_id}-{partition}"
+        name = api(frame.api_key).name if frame.api_key is not None else None  # (a Fetch or Produce: known)
         self.batcher._add_problem(frame.connection, frame.direction, frame.end_ts_ns, "undecodable",
                                   f"records of {where}: {reason}", frame.offset, frame.size + 4, frame.api_key,
-                                  api(frame.api_key).name, frame.api_version, frame.correlation_id)
+                                  name, frame.api_version, frame.correlation_id)
 
     def records(self, source: str, frame: KafkaFrame, topic, topic_id, partition, summary: BlobSummary,
                 first_offset: int | None) -> None:
         """The partition's records into the records table, and a problem for a batch that does not read."""
         if summary.error is not None:
             self.problem(frame, topic, topic_id, partition, summary.error)
-        table = self.batcher.tables.get("records")
+        table = self.batcher.records
         if table is None or not summary.batches:
             return
         rows = RecordRows(table, source, frame.connection, frame.correlation_id, micros(frame.end_ts_ns), topic,
@@ -112,7 +113,7 @@ class FetchJoin(Join):
                                          "topic_id" if self.request_has("topics", "topic_id") else None,
                                          "partitions", "partition", self.batcher.topic_names)
             top = request
-            head = (top.max_wait_ms, top.min_bytes,
+            head: tuple[object, ...] = (top.max_wait_ms, top.min_bytes,
                     top.max_bytes if self.request_has("max_bytes") else None,
                     top.isolation_level if self.request_has("isolation_level") else None,
                     top.session_id if self.request_has("session_id") else None,
@@ -121,18 +122,19 @@ class FetchJoin(Join):
             has_remote = self.request_has("topics", "partitions", "remote_partition_max_bytes")
         else:
             head = (None,) * 6
-        if response is not None:
+        response_frame = self.response
+        if response is not None and response_frame is not None:  # a body comes with its frame
             response_items = _topic_items(
                 response.responses, "topic" if self.response_has("responses", "topic") else None,
                 "topic_id" if self.response_has("responses", "topic_id") else None, "partitions", "partition_index",
                 self.batcher.topic_names)
-            tail = (response.error_code if self.response_has("error_code") else None,
+            tail: tuple[object, ...] = (response.error_code if self.response_has("error_code") else None,
                     response.session_id if self.response_has("session_id") else None,
                     response.throttle_time_ms if self.response_has("throttle_time_ms") else None)
             has_lso = self.response_has("responses", "partitions", "last_stable_offset")
             has_log_start_response = self.response_has("responses", "partitions", "log_start_offset")
             has_replica = self.response_has("responses", "partitions", "preferred_read_replica")
-            response_size = self.response.size
+            response_size: int | None = response_frame.size
         else:
             tail = (None,) * 3
             response_size = None
@@ -143,7 +145,7 @@ class FetchJoin(Join):
             topic, topic_id, partition = (asked or got)[:3]
             if asked is not None:
                 p = asked[3]
-                request_part = (asked[4], p.fetch_offset, p.partition_max_bytes,
+                request_part: tuple[object, ...] = (asked[4], p.fetch_offset, p.partition_max_bytes,
                                 p.remote_partition_max_bytes if has_remote else None,
                                 p.log_start_offset if has_log_start else None)
             else:
@@ -151,13 +153,15 @@ class FetchJoin(Join):
             if got is not None:
                 p = got[3]
                 summary = summarize_records(p.records)
-                response_part = (p.error_code, p.high_watermark, p.last_stable_offset if has_lso else None,
-                                 p.log_start_offset if has_log_start_response else None,
-                                 p.preferred_read_replica if has_replica else None,
-                                 summary.records_bytes, summary.first_batch_bytes, summary.batch_count,
-                                 summary.record_count, summary.first_offset, summary.last_offset, response_size,
-                                 self.latency_ms)
-                self.records("fetch", self.response, topic, topic_id, partition, summary, None)
+                response_part: tuple[object, ...] = (
+                    p.error_code, p.high_watermark, p.last_stable_offset if has_lso else None,
+                    p.log_start_offset if has_log_start_response else None,
+                    p.preferred_read_replica if has_replica else None,
+                    summary.records_bytes, summary.first_batch_bytes, summary.batch_count,
+                    summary.record_count, summary.first_offset, summary.last_offset, response_size,
+                    self.latency_ms)
+                assert response_frame is not None  # a partition it answered
+                self.records("fetch", response_frame, topic, topic_id, partition, summary, None)
             else:
                 response_part = (None,) * 13
             if table is not None:
@@ -171,7 +175,7 @@ class ProduceJoin(Join):
     def run(self) -> None:
         request, response = self.request_body, self.response_body
         request_items = response_items = []
-        head = (None,) * 3
+        head: tuple[object, ...] = (None,) * 3
         if request is not None:
             request_items = _topic_items(request.topic_data, "name" if self.request_has("topic_data", "name") else None,
                                          "topic_id" if self.request_has("topic_data", "topic_id") else None,
@@ -197,14 +201,15 @@ class ProduceJoin(Join):
             if got is not None:
                 p = got[3]
                 base_offset = p.base_offset
-                response_part = (p.error_code, p.error_message if has_message else None, p.base_offset,
-                                 p.log_append_time_ms if has_append_time else None,
-                                 p.log_start_offset if has_log_start else None, throttle, self.latency_ms)
+                response_part: tuple[object, ...] = (
+                    p.error_code, p.error_message if has_message else None, p.base_offset,
+                    p.log_append_time_ms if has_append_time else None,
+                    p.log_start_offset if has_log_start else None, throttle, self.latency_ms)
             else:
                 response_part = (None,) * 7
             if asked is not None:
                 summary = summarize_records(asked[3].records)
-                request_part = (summary.records_bytes, summary.batch_count, summary.record_count,
+                request_part: tuple[object, ...] = (summary.records_bytes, summary.batch_count, summary.record_count,
                                 summary.compression, summary.producer_id, summary.producer_epoch,
                                 summary.base_sequence, summary.is_transactional)
                 assigned = base_offset if base_offset is not None and base_offset >= 0 else None

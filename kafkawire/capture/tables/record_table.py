@@ -68,7 +68,7 @@ class RecordRows:
         columns = batch.columns()
         start = self.next_offset
         if not self.fetched and start is not None:
-            self.next_offset += len(columns)
+            self.next_offset = start + len(columns)
         self.table.add_columns(self.constants, self.fetched, start, batch, columns)
 
     def _assigned(self, count: int) -> list | None:
@@ -99,11 +99,12 @@ class RecordsTable:
     def add_columns(self, constants: tuple, fetched: bool, first_offset: int | None, batch, columns) -> None:
         """A v2 batch's records (``columns`` is ``batch.columns()``). Produced records (``fetched``
         false) get the offsets from ``first_offset`` on (nulls when it is None)."""
-        if self.native and not batch.is_control:  # control batches (few) name their type per record
+        columns_table = self._columns  # None unless native
+        if columns_table is not None and not batch.is_control:  # control batches (few) name their type per record
             if self._lists.rows:
                 self._cut_lists()
-            if self._columns.add(constants, fetched, first_offset, batch, columns):
-                if self._columns.rows >= self.max_rows or self._columns.bytes >= self.max_bytes:
+            if columns_table.add(constants, fetched, first_offset, batch, columns):
+                if columns_table.rows >= self.max_rows or columns_table.bytes >= self.max_bytes:
                     self._cut_columns()
                 return
         self._add_column_lists(constants, fetched, first_offset, batch, columns)
@@ -134,6 +135,7 @@ class RecordsTable:
     # ---- the per-record path -------------------------------------------------------------------
     def _add_column_lists(self, constants: tuple, fetched: bool, first_offset: int | None, batch, columns) -> None:
         count = len(columns)
+        offsets: list[int | None]
         if fetched:
             offsets = list(columns.offsets)
         elif first_offset is None:
@@ -141,7 +143,7 @@ class RecordsTable:
         else:
             offsets = list(range(first_offset, first_offset + count))
         if batch.base_sequence == NO_SEQUENCE:
-            sequences = [None] * count
+            sequences: list[int | None] = [None] * count
         else:
             sequences = _sequences(batch.base_sequence, batch.base_offset, columns.offsets)
         # lengths are -1 for null: sum + count(-1) adds the nulls back, in C loops over the arrays

@@ -97,9 +97,12 @@ class TableBatcher:
             raise ValueError(f"unknown tables {sorted(unknown)}; known: {sorted({*TABLES, BODIES})}")
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
-        self.tables = {
-            name: RecordsTable(TABLES[name], max_rows, max_bytes) if name == "records"
-            else ColumnTable(name, TABLES[name], max_rows, max_bytes)
+        # every table, in TABLES' order (the batches' order); the row tables again by name, to append to
+        self.records = RecordsTable(TABLES["records"], max_rows, max_bytes) if "records" in names else None
+        self._rows = {name: ColumnTable(name, TABLES[name], max_rows, max_bytes)
+                      for name in TABLES if name in names and name != "records"}
+        self.tables: dict[str, ColumnTable | RecordsTable] = {
+            name: self.records if name == "records" and self.records is not None else self._rows[name]
             for name in TABLES if name in names}
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self._bodies = BODIES in names  # their tables are added to ``tables`` as messages turn up
@@ -169,34 +172,35 @@ class TableBatcher:
         problem = decode_problem(frame, decoded)  # undecodable, trailing_bytes
         if problem is not None:
             self._problem(problem)
-        if frame.direction == "response" and decoded.body is not None:
-            self.topic_names.learn(decoded.body, decoded.version)
+        body, version = decoded.body, decoded.version  # (a body comes with its version)
+        if frame.direction == "response" and body is not None and version is not None:
+            self.topic_names.learn(body, version)
         if not self._joins or frame.api_key not in (PRODUCE, FETCH):
             return
         if frame.direction == "request":
-            if decoded.body is not None:
-                self._request(frame, decoded.body, decoded.version)
+            if body is not None and version is not None:
+                self._request(frame, body, version)
         elif frame.request is not None:
-            self._response(frame, decoded)
+            self._response(frame, frame.request, decoded)
 
     def _frame_rows(self, frame: KafkaFrame, decoded: Decoded) -> None:
         """The frame's row of ``frames`` (the body as JSON) and its typed body's of ``bodies/<message>``."""
-        body = decoded.body
-        convert = None if body is None else converter(body.NAME, decoded.version)
-        if convert is not None and self._bodies:
+        body, version = decoded.body, decoded.version
+        convert = None if body is None or version is None else converter(body.NAME, version)
+        if convert is not None and body is not None and self._bodies:
             self._body_table(body.NAME).append((
                 frame.connection, frame.direction, frame.offset, micros(frame.end_ts_ns), frame.correlation_id,
                 frame.api_version, decoded.version, convert.value(body)), frame.size + 64)
-        frames = self.tables.get("frames")
+        frames = self._rows.get("frames")
         if frames is None:
             return
         request = frame.request
         is_response = frame.direction == "response"
         body_json = error_code = codes = None
-        if convert is not None:
+        if convert is not None and body is not None and version is not None:
             body_json = convert.json(body)
             if is_response:
-                error_code = top_error_code(body, decoded.version)
+                error_code = top_error_code(body, version)
                 codes = error_codes(body)
         frames.append((
             frame.connection, frame.client, frame.broker, frame.direction, micros(frame.end_ts_ns), micros(frame.ts_ns),
@@ -208,9 +212,10 @@ class TableBatcher:
 
     def _body_table(self, message: str) -> ColumnTable:
         name = body_table(message)
-        table = self.tables.get(name)
+        table = self._rows.get(name)
         if table is None:
-            table = self.tables[name] = ColumnTable(name, body_schema(message), self.max_rows, self.max_bytes)
+            table = self.tables[name] = self._rows[name] = ColumnTable(name, body_schema(message), self.max_rows,
+                                                                       self.max_bytes)
         return table
 
     def _request(self, frame: KafkaFrame, body, version: int) -> None:
@@ -228,9 +233,9 @@ class TableBatcher:
             oldest = next(iter(self._pending))
             self._pending_bytes -= self._pending.pop(oldest).frame.size
 
-    def _response(self, frame: KafkaFrame, decoded: Decoded) -> None:
-        request = frame.request
+    def _response(self, frame: KafkaFrame, request: KafkaFrame, decoded: Decoded) -> None:
         key = (request.connection, request.offset)
+        request_version: int | None
         waiting = self._pending.pop(key, None)
         if waiting is not None:
             self._pending_bytes -= waiting.frame.size
@@ -266,14 +271,14 @@ class TableBatcher:
 
     def _add_problem(self, connection, direction, ts_ns, kind, reason, offset, length, api_key, api_name,
                      api_version, correlation_id) -> None:
-        table = self.tables.get("problems")
+        table = self._rows.get("problems")
         if table is not None:
             table.append((connection, direction, micros(ts_ns), kind, reason, offset, length, api_key, api_name,
                           api_version, correlation_id, None, None), 256)
 
     # ---- connections --------------------------------------------------------------------------
     def _connection(self, summary: ConnectionSummary) -> None:
-        table = self.tables.get("connections")
+        table = self._rows.get("connections")
         if table is not None:
             table.append((summary.connection, summary.client, summary.broker, micros(summary.end_ts_ns),
                           micros(summary.ts_ns), *summary[5:]), 256)

@@ -148,7 +148,7 @@ def capture_problems(skipped) -> pa.Table:
     known), the file and where in it, and how many bytes (null where a gzip stream was left unread)."""
     ordered = sorted(skipped, key=lambda skip: (skip.path, skip.offset, skip.kind))
     schema = TABLES["problems"]
-    columns = {name: [None] * len(ordered) for name in schema.names}
+    columns: dict[str, list[object]] = {name: [None] * len(ordered) for name in schema.names}
     columns["kind"] = [CAPTURE_PROBLEMS[skip.kind] for skip in ordered]
     columns["reason"] = [skip.reason for skip in ordered]
     columns["length"] = [skip.length for skip in ordered]

@@ -118,7 +118,8 @@ def check_out(out: str, overwrite: bool) -> None:
     kind = _kind(fs, root)
     if kind == "file":
         raise TableSetError(f"--out {out} is a file; it must be a folder (new, or one holding a table set)")
-    chain, path = [], root
+    chain: list[str] = []
+    path = root
     while path and (len(chain) < 2 or "://" not in out):
         chain.append(path)
         parent = _parent(path)

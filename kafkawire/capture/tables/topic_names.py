@@ -44,6 +44,10 @@ class _Spec(NamedTuple):
     partitions: tuple[str, str | None] | None
 
 
+# ((field, is array, topic spec or None, child plan), ...): where a struct's fields hold topics
+_Plan = tuple[tuple[str, bool, "_Spec | None", "_Plan"], ...]
+
+
 def topic_label(name: str | None, topic_id: str | None) -> str:
     """How a topic reads in a line: its name, or its id where no name for it was seen."""
     if name is not None:
@@ -84,7 +88,7 @@ def topic_structs(body, version: int) -> Iterator[TopicStruct]:
             name = name if _present(name) and name != "" else None
         if id_field is not None:
             value = getattr(item, id_field, None)
-            topic_id = str(value) if _present(value) and value.int else None  # zero: no id
+            topic_id = str(value) if value is not None and _present(value) and value.int else None  # zero: no id
         yield TopicStruct(name, topic_id, spec.partitions, item)
 
 
@@ -146,9 +150,9 @@ def _plan(message: str) -> tuple:
     return _struct_plan(SCHEMAS[message], 0)
 
 
-def _struct_plan(schema: dict, depth: int) -> tuple:
+def _struct_plan(schema: dict, depth: int) -> _Plan:
     """((field, is array, topic spec or None, child plan), ...) of the fields of a struct that hold topics."""
-    plan = []
+    plan: list[tuple[str, bool, _Spec | None, _Plan]] = []
     for f in schema["fields"]:
         element, is_array = _element(f["type"])
         if element is None or depth > 3:
@@ -176,7 +180,7 @@ def _topic_spec(field_name: str, element: dict) -> _Spec | None:
     """Where a struct names its topic and its partitions, when the struct is a topic's; None otherwise."""
     kinds = {f["name"]: f["metadata"]["kafka_type"] for f in element["fields"]}
     versions = {f["name"]: f["metadata"]["versions"] for f in element["fields"]}
-    partitions = None
+    partitions: tuple[str, str | None] | None = None
     for f in element["fields"]:
         inner, _ = _element(f["type"])
         if inner is not None:

@@ -62,17 +62,18 @@ class _Direction:
 
     def __init__(self, sender: str, conflict_segments: int):
         self.sender = sender
-        self.recent = deque(maxlen=conflict_segments)  # (start, data) delivered lately, for conflict checks
+        # (start, data) delivered lately, for conflict checks
+        self.recent: deque[tuple[int, bytes | memoryview]] = deque(maxlen=conflict_segments)
         self.reset()
 
     def reset(self) -> None:
-        self.base = None        # raw 32-bit sequence number of stream offset 0
+        self.base: int | None = None  # raw 32-bit sequence number of stream offset 0
         self.next = 0           # stream offset of the next byte to deliver
-        self.isn = None         # from the SYN, when seen
+        self.isn: int | None = None   # from the SYN, when seen
         self.closed = False
-        self.fin_at = None      # stream offset of the FIN, once seen
-        self.starts = []        # out-of-order pieces, sorted and disjoint: their start offsets ...
-        self.items = []         # ... and (start, end, data or None for a snap-length hole, ts_ns)
+        self.fin_at: int | None = None  # stream offset of the FIN, once seen
+        self.starts: list[int] = []  # out-of-order pieces, sorted and disjoint: their start offsets ...
+        self.items: list[tuple[int, int, bytes | memoryview | None, int]] = []  # ... and (start, end, data or None for a snap-length hole, ts_ns)
         self.pending_bytes = 0
         self.hole_since = 0
         self.recent.clear()

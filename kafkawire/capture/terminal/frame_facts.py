@@ -45,15 +45,15 @@ def frame_facts(frame: KafkaFrame, names: TopicNames) -> FrameFacts:
     problem = decode_problem(frame, decoded)
     if problem is not None:
         problems.append(problem)
-    body = decoded.body
-    if body is None:
+    body, version = decoded.body, decoded.version
+    if body is None or version is None:  # (a body comes with its version)
         return FrameFacts(decoded, [], None, [], None, problems)
     if frame.direction == "response":
-        names.learn(body, decoded.version)
-    topics, records = _topics(frame, body, decoded.version, names, problems)
+        names.learn(body, version)
+    topics, records = _topics(frame, body, version, names, problems)
     code = codes = None
     if frame.direction == "response":
-        code, codes = top_error_code(body, decoded.version), error_codes(body)
+        code, codes = top_error_code(body, version), error_codes(body)
     return FrameFacts(decoded, topics, code, codes or [], records, problems)
 
 
@@ -80,7 +80,7 @@ def _topics(frame: KafkaFrame, body, version: int, names: TopicNames,
                     blob = getattr(value, "records", None)
                     if blob is not None and blob is not ABSENT:
                         summary = summarize_records(blob)
-                        records += summary.record_count
+                        records = (records or 0) + summary.record_count  # (an int with blobs)
                         if summary.error is not None:
                             problems.append(_records_problem(frame, name, topic_id, numbers[-1], summary.error))
         found.append(Topic(name, topic_id, numbers))

@@ -129,17 +129,17 @@ class Printer:
 
     def _body(self, facts: FrameFacts):
         from ..tables.bodies import converter
-        body = facts.decoded.body
-        if body is None:
+        body, version = facts.decoded.body, facts.decoded.version
+        if body is None or version is None:  # (a body comes with its version)
             return None
-        return json.loads(converter(body.NAME, facts.decoded.version).json(body))
+        return json.loads(converter(body.NAME, version).json(body))
 
     def _detail_text(self, frame: KafkaFrame, facts: FrameFacts) -> str:
         decoded = facts.decoded
         lines = [f"  connection {frame.connection}, stream offset {frame.offset}, header v{decoded.header_version}, "
                  f"body read at v{decoded.version}"]
         body = self._body(facts)
-        if body is not None:
+        if body is not None and decoded.body is not None:
             lines.append(f"  {decoded.body.NAME}:")
             lines.extend("    " + line for line in json.dumps(body, indent=2, ensure_ascii=False).splitlines())
         return "\n".join(lines)
