@@ -185,9 +185,10 @@ def test_converter_refuses_versions_the_message_lacks():
 
 def test_arrow_types_agree_with_pyspark():
     from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import StructType
+
+    from kafkawire.capture_spark.message_types import spark_type
     for name in ("FetchResponse", "MetadataResponse", "ApiVersionsResponse", "DescribeClientQuotasResponse"):
-        assert bodies.arrow_type(name) == to_arrow_type(StructType.fromJson(bodies.SCHEMAS[name])), name
+        assert bodies.arrow_type(name) == to_arrow_type(spark_type(name)), name
 
 
 # ---- frames ------------------------------------------------------------------------------------
@@ -739,11 +740,10 @@ def reference_value(obj, schema, version, flexible):
         name = f["name"]
         if name == "unknown_tags":
             out[name] = dict(obj.unknown_tags) if flexible and obj.unknown_tags else None
-        elif version not in _versions(f["metadata"]["versions"]):
+        elif version not in _versions(f["versions"]):
             out[name] = None
         else:
-            out[name] = _reference_item(getattr(obj, name), f["type"], f["metadata"]["kafka_type"].lstrip("[]"),
-                                        version, flexible, json_form=False)
+            out[name] = _reference_item(getattr(obj, name), f, f["type"], version, flexible, json_form=False)
     return out
 
 
@@ -754,21 +754,19 @@ def reference_json(obj, schema, version, flexible):
         if name == "unknown_tags":
             if flexible and obj.unknown_tags:
                 out[name] = {str(tag): base64.b64encode(raw).decode() for tag, raw in obj.unknown_tags.items()}
-        elif version in _versions(f["metadata"]["versions"]):
-            out[name] = _reference_item(getattr(obj, name), f["type"], f["metadata"]["kafka_type"].lstrip("[]"),
-                                        version, flexible, json_form=True)
+        elif version in _versions(f["versions"]):
+            out[name] = _reference_item(getattr(obj, name), f, f["type"], version, flexible, json_form=True)
     return out
 
 
-def _reference_item(value, spark_type, kafka_type, version, flexible, json_form):
+def _reference_item(value, field, kafka_type, version, flexible, json_form):
     if value is None:
         return None
-    if isinstance(spark_type, dict) and spark_type["type"] == "array":
-        return [_reference_item(item, spark_type["elementType"], kafka_type, version, flexible, json_form)
-                for item in value]
-    if isinstance(spark_type, dict):
+    if kafka_type.startswith("[]"):
+        return [_reference_item(item, field, kafka_type[2:], version, flexible, json_form) for item in value]
+    if "fields" in field:  # a struct (the field holds its fields)
         walk = reference_json if json_form else reference_value
-        return walk(value, spark_type, version, flexible)
+        return walk(value, field, version, flexible)
     if kafka_type == "uuid":
         return str(value)
     if kafka_type == "records":

@@ -1,6 +1,6 @@
-"""Decoded message bodies as row values: Arrow/Spark struct values, JSON text and error codes.
+"""Decoded message bodies as row values: Arrow struct values, JSON text and error codes.
 
-The shapes come from ``kafkawire.messages.spark_types.SCHEMAS`` (generated with the codecs): a message
+The shapes come from ``kafkawire.messages.message_schemas.SCHEMAS`` (generated with the codecs): a message
 is the union of its fields over all versions, and a field the decoded version does not carry is null.
 For each (message, version) the converters are compiled once into plain Python functions, one per
 struct of the message, so converting a message costs attribute reads and tuple building, with no
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkawire.codec.primitives import ABSENT
 from kafkawire.messages import message_class
-from kafkawire.messages.spark_types import SCHEMAS
+from kafkawire.messages.message_schemas import SCHEMAS, FieldSchema, MessageSchema
 
 if TYPE_CHECKING:  # Arrow is imported where Arrow types are made: `kafkawire show` never needs it
     import pyarrow as pa
@@ -32,6 +32,7 @@ __all__ = ["SCHEMAS", "Converter", "converter", "to_value", "to_json", "arrow_ty
            "top_error_code", "field_present", "field_versions", "has_field", "versions_contain"]
 
 UNKNOWN_TAGS = "unknown_tags"
+TAGGED_FIELDS = "tagged fields"  # the type of unknown_tags
 _ERROR_CODE_TYPE = "int16"
 
 
@@ -45,9 +46,9 @@ def versions_contain(text: str, version: int) -> bool:
     return text != "none" and version == int(text)
 
 
-def field_present(field: dict, version: int) -> bool:
-    """Whether a schema field is on the wire at ``version`` (its metadata's ``versions``)."""
-    return versions_contain(field["metadata"]["versions"], version)
+def field_present(field: FieldSchema, version: int) -> bool:
+    """Whether a schema field is on the wire at ``version`` (its ``versions``)."""
+    return versions_contain(field["versions"], version)
 
 
 @lru_cache(maxsize=None)
@@ -55,18 +56,16 @@ def field_versions(name: str, path: tuple[str, ...]) -> str | None:
     """The versions text of the field at ``path`` (attribute names, through structs and arrays of
     structs) in message ``name``, None when the message has no such field:
     ``field_versions("FetchRequest", ("topics", "topic_id")) == "13+"``."""
-    node = _schema(name)
+    node: MessageSchema | FieldSchema = _schema(name)
     for depth, part in enumerate(path):
         found = next((f for f in node["fields"] if f["name"] == part), None)
         if found is None:
             return None
         if depth == len(path) - 1:
-            return found["metadata"]["versions"]
-        node = found["type"]
-        if isinstance(node, dict) and node["type"] == "array":
-            node = node["elementType"]
-        if not isinstance(node, dict) or node["type"] != "struct":
+            return found["versions"]
+        if "fields" not in found:  # not a struct, nor an array of structs
             return None
+        node = found
     raise ValueError("an empty field path")
 
 
@@ -78,38 +77,43 @@ def has_field(name: str, path: tuple[str, ...], version: int) -> bool:
 
 # ---- Arrow types ----------------------------------------------------------------------------------
 
-_ARROW_ATOMS = {"byte": "int8", "short": "int16", "integer": "int32", "long": "int64", "double": "float64",
-                "boolean": "bool_", "string": "string", "binary": "binary"}  # pyarrow's type factories
+# Kafka type -> pyarrow's type factory (unsigned types widened to the next signed one, uuids as text)
+_ARROW_ATOMS = {"int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint16": "int32",
+                "uint32": "int64", "float64": "float64", "bool": "bool_", "string": "string", "uuid": "string",
+                "bytes": "binary", "records": "binary"}
 
 
-def spark_json_to_arrow(spark_type) -> pa.DataType:
-    """The Arrow type pyspark's ``to_arrow_type`` gives for a Spark type's JSON form (the subset the
-    generated schemas use: atoms, arrays, maps and structs)."""
+def _arrow_struct(fields: list[FieldSchema]) -> pa.DataType:
+    """The Arrow struct of a schema's fields, every one nullable (null: not in the decoded version)."""
     import pyarrow as pa
 
-    if isinstance(spark_type, str):
+    return pa.struct([pa.field(f["name"], _arrow_field_type(f)) for f in fields])
+
+
+def _arrow_field_type(f: FieldSchema) -> pa.DataType:
+    import pyarrow as pa
+
+    kafka_type = f["type"]
+    if kafka_type == TAGGED_FIELDS:
+        return pa.map_(pa.int32(), pa.binary())
+    array = kafka_type.startswith("[]")
+    if "fields" in f:
+        element = _arrow_struct(f["fields"])
+    else:
         try:
-            return getattr(pa, _ARROW_ATOMS[spark_type])()
+            element = getattr(pa, _ARROW_ATOMS[kafka_type[2:] if array else kafka_type])()
         except KeyError:
-            raise ValueError(f"no Arrow type for Spark type {spark_type!r}") from None
-    kind = spark_type["type"]
-    if kind == "array":
-        return pa.list_(pa.field("element", spark_json_to_arrow(spark_type["elementType"])))
-    if kind == "map":
-        return pa.map_(spark_json_to_arrow(spark_type["keyType"]), spark_json_to_arrow(spark_type["valueType"]))
-    if kind == "struct":
-        return pa.struct([pa.field(f["name"], spark_json_to_arrow(f["type"]), nullable=f["nullable"])
-                          for f in spark_type["fields"]])
-    raise ValueError(f"no Arrow type for Spark type {kind!r}")
+            raise ValueError(f"no Arrow type for Kafka type {kafka_type!r}") from None
+    return pa.list_(pa.field("element", element)) if array else element
 
 
 @lru_cache(maxsize=None)
 def arrow_type(name: str) -> pa.DataType:
     """The Arrow struct type of message ``name`` (what ``to_value`` produces values for)."""
-    return spark_json_to_arrow(_schema(name))
+    return _arrow_struct(_schema(name)["fields"])
 
 
-def _schema(name: str) -> dict:
+def _schema(name: str) -> MessageSchema:
     try:
         return SCHEMAS[name]
     except KeyError:
@@ -218,7 +222,7 @@ class _Compiler:
             namespace[f"{name}j"] = namespace[json_child](cls())
         return Converter(self.name, self.version, namespace[value_fn], namespace[json_fn])
 
-    def struct(self, schema: dict, cls) -> tuple[str, str]:
+    def struct(self, schema: MessageSchema | FieldSchema, cls) -> tuple[str, str]:
         number = self.count
         self.count += 1
         value_fn, json_fn = f"_v{number}", f"_j{number}"
@@ -257,15 +261,13 @@ class _Compiler:
         self.functions.append(f"def {json_fn}(o):\n{loaded}{computed}    s = {text}\n{tags}    return s")
         return value_fn, json_fn
 
-    def field(self, f: dict, x: str, cls, lazy: bool) -> tuple[str, str]:
+    def field(self, f: FieldSchema, x: str, cls, lazy: bool) -> tuple[str, str]:
         """(value expression, JSON text expression) of a field held in local ``x``; the JSON expression
         ``{x}`` (an integer, whose str() is its JSON) goes into the f-string as it is."""
-        kafka_type = f["metadata"]["kafka_type"]
-        spark_type = f["type"]
+        kafka_type = f["type"]
         if kafka_type.startswith("[]"):
-            element_type = spark_type["elementType"]
-            if isinstance(element_type, dict):  # struct elements
-                value_fn, json_fn = self.struct(element_type, getattr(self.top, kafka_type[2:], None))
+            if "fields" in f:  # struct elements
+                value_fn, json_fn = self.struct(f, getattr(self.top, kafka_type[2:], None))
                 return (f"None if {x} is None else list(map({value_fn}, {x}))",
                         f"'null' if {x} is None else '[' + ','.join(map({json_fn}, {x})) + ']'")
             convert, helper = _ATOMS[kafka_type[2:]]
@@ -274,9 +276,9 @@ class _Compiler:
             if helper is None:  # integers: the list's str() is JSON (with a space after each comma)
                 return value, f"'null' if {x} is None else str(list({x}))"
             return value, f"'null' if {x} is None else '[' + ','.join(map({helper}, {x})) + ']'"
-        if isinstance(spark_type, dict):  # a struct
+        if "fields" in f:  # a struct
             struct_cls = getattr(self.top, kafka_type, None)
-            value_fn, json_fn = self.struct(spark_type, struct_cls)
+            value_fn, json_fn = self.struct(f, struct_cls)
             value = f"None if {x} is None else {value_fn}({x})"
             json_text = f"'null' if {x} is None else {json_fn}({x})"
             if lazy and struct_cls is not None:  # lazy: a generated struct class, for its defaults
@@ -320,24 +322,21 @@ def _attribute(obj: str, name: str) -> str:
 
 # ---- error codes ----------------------------------------------------------------------------------
 
-def _is_error_code(f: dict) -> bool:
+def _is_error_code(f: FieldSchema) -> bool:
     name = f["name"]
-    return (name == "error_code" or name.endswith("_error_code")) and f["metadata"]["kafka_type"] == _ERROR_CODE_TYPE
+    return (name == "error_code" or name.endswith("_error_code")) and f["type"] == _ERROR_CODE_TYPE
 
 
-def _error_plan(schema: dict):
+def _error_plan(schema: MessageSchema | FieldSchema):
     """(error-code field names, [(field, is_array, child plan)]) for a struct, keeping only the
     children that hold error codes somewhere below; None when nothing does."""
     names = tuple(f["name"] for f in schema["fields"] if _is_error_code(f))
     children = []
     for f in schema["fields"]:
-        spark_type = f["type"]
-        is_array = isinstance(spark_type, dict) and spark_type["type"] == "array"
-        inner = spark_type["elementType"] if is_array else spark_type
-        if isinstance(inner, dict) and inner["type"] == "struct":
-            plan = _error_plan(inner)
+        if "fields" in f:  # a struct, or an array of structs
+            plan = _error_plan(f)
             if plan is not None:
-                children.append((f["name"], is_array, plan))
+                children.append((f["name"], f["type"].startswith("[]"), plan))
     if not names and not children:
         return None
     return names, tuple(children)
@@ -377,7 +376,7 @@ def error_codes(message) -> list[int]:
 
 
 @lru_cache(maxsize=None)
-def _top_error_field(name: str) -> dict | None:
+def _top_error_field(name: str) -> FieldSchema | None:
     return next((f for f in _schema(name)["fields"] if f["name"] == "error_code" and _is_error_code(f)), None)
 
 

@@ -18,6 +18,8 @@ from typing import Iterator, NamedTuple
 
 from kafkawire.codec.primitives import ABSENT
 
+from kafkawire.messages.message_schemas import FieldSchema, MessageSchema
+
 from .bodies import SCHEMAS, versions_contain
 
 __all__ = ["TopicNames", "TopicStruct", "topic_structs", "topic_label", "names_ids"]
@@ -150,11 +152,11 @@ def _plan(message: str) -> tuple:
     return _struct_plan(SCHEMAS[message], 0)
 
 
-def _struct_plan(schema: dict, depth: int) -> _Plan:
+def _struct_plan(schema: MessageSchema | FieldSchema, depth: int) -> _Plan:
     """((field, is array, topic spec or None, child plan), ...) of the fields of a struct that hold topics."""
     plan: list[tuple[str, bool, _Spec | None, _Plan]] = []
     for f in schema["fields"]:
-        element, is_array = _element(f["type"])
+        element, is_array = _element(f)
         if element is None or depth > 3:
             continue
         spec = _topic_spec(f["name"], element)
@@ -167,29 +169,27 @@ def _struct_plan(schema: dict, depth: int) -> _Plan:
     return tuple(plan)
 
 
-def _element(spark_type):
+def _element(field: FieldSchema) -> tuple[FieldSchema | None, bool]:
     """(struct schema, is array) of a struct or array-of-struct field; (None, False) otherwise."""
-    is_array = isinstance(spark_type, dict) and spark_type["type"] == "array"
-    inner = spark_type["elementType"] if is_array else spark_type
-    if isinstance(inner, dict) and inner["type"] == "struct":
-        return inner, is_array
+    if "fields" in field:  # the field is the struct's schema (its fields inline)
+        return field, field["type"].startswith("[]")
     return None, False
 
 
-def _topic_spec(field_name: str, element: dict) -> _Spec | None:
+def _topic_spec(field_name: str, element: FieldSchema) -> _Spec | None:
     """Where a struct names its topic and its partitions, when the struct is a topic's; None otherwise."""
-    kinds = {f["name"]: f["metadata"]["kafka_type"] for f in element["fields"]}
-    versions = {f["name"]: f["metadata"]["versions"] for f in element["fields"]}
+    kinds = {f["name"]: f["type"] for f in element["fields"]}
+    versions = {f["name"]: f["versions"] for f in element["fields"]}
     partitions: tuple[str, str | None] | None = None
     for f in element["fields"]:
-        inner, _ = _element(f["type"])
+        inner, _ = _element(f)
         if inner is not None:
-            numbers = {g["name"]: g["metadata"]["kafka_type"] for g in inner["fields"]}
+            numbers = {g["name"]: g["type"] for g in inner["fields"]}
             number = next((name for name in _PARTITION_FIELDS if numbers.get(name) == "int32"), None)
             if number is not None and "partition" in f["name"]:
                 partitions = (f["name"], number)
                 break
-        elif f["name"] in _PARTITION_LISTS and f["metadata"]["kafka_type"] == "[]int32":
+        elif f["name"] in _PARTITION_LISTS and f["type"] == "[]int32":
             partitions = (f["name"], None)
             break
     id_field = "topic_id" if kinds.get("topic_id") == "uuid" else None
