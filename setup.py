@@ -12,8 +12,8 @@ setup(ext_modules=[
     Extension("kafkawire.records._append", ["kafkawire/records/_append.c"], optional=True),
     # Kafka's key hash for the producer's partitioner (kafkawire/client/core/producer/partitioner.py).
     Extension("kafkawire.client.core.producer._murmur2", ["kafkawire/client/core/producer/_murmur2.c"], optional=True),
-    # Record keys, values and headers gathered into Arrow buffers (kafkawire/capture/record_table.py).
+    # Record keys, values and headers gathered into Arrow buffers (kafkawire/capture/tables/record_table.py).
     Extension("kafkawire.records._spans", ["kafkawire/records/_spans.c"], optional=True),
     # The capture readers' per-packet loop: pcapng/pcap runs, Ethernet/IP/TCP headers (kafkawire/capture/).
-    Extension("kafkawire.capture._packets", ["kafkawire/capture/_packets.c"], optional=True),
+    Extension("kafkawire.capture.files._packets", ["kafkawire/capture/files/_packets.c"], optional=True),
 ])

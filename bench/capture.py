@@ -460,8 +460,8 @@ def profile(capture: Path, records_too: bool, top: int) -> None:
     import pstats
     from operator import itemgetter
 
-    from kafkawire.capture.packets import iter_split
-    from kafkawire.capture.splits import plan_splits
+    from kafkawire.capture.files.packets import iter_split
+    from kafkawire.capture.files.splits import plan_splits
     from kafkawire.capture_spark.decode_stage import decode_partition
     from kafkawire.capture_spark.read_stage import read_splits
 

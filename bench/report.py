@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import git_state  # noqa: E402
-from kafkawire.capture.report import ARROW_MAX_ROWS  # noqa: E402
-from kafkawire.capture.table_schemas import TABLES  # noqa: E402
+from kafkawire.capture.reporting.report import ARROW_MAX_ROWS  # noqa: E402
+from kafkawire.capture.tables.table_schemas import TABLES  # noqa: E402
 
 
 def write_tables(out: Path, rows: int, seed: int = 1) -> None:

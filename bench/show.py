@@ -42,7 +42,7 @@ TARGET_RATIO = 3.0
 HEAP = r"""
 import io, json, resource, sys, tracemalloc
 tracemalloc.start()
-from kafkawire.capture.show import run
+from kafkawire.capture.terminal.show import run
 from argparse import Namespace
 args = Namespace(captures=[sys.argv[1]], filter=[], json=False, detail=None, ports=None)
 sink = open("/dev/null", "w")

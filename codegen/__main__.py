@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = args.specs if args.specs is not None else DEFAULT_SPECS
         overlays = args.overlay if args.overlay is not None else (DEFAULT_OVERLAYS if args.specs is None else ())
-        files = generate(specs, overlays=tuple(overlays), spark_types=True)
+        files = generate(specs, overlays=tuple(overlays), message_schemas=True)
     except SpecError as exc:
         print(f"codegen: {exc}", file=sys.stderr)
         return 2

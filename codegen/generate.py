@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .parse import SpecError, parse_directory
-from .render import ModuleRenderer, _environment, render_registry, render_registry_stub, render_spark_types
+from .render import ModuleRenderer, _environment, render_registry, render_registry_stub, render_message_schemas
 from .validate import validate_all
 
 DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "schemas"
@@ -12,14 +12,14 @@ DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "schemas"
 # Kafka 4.3's newest (upstream gave v18 to KIP-1166).
 DEFAULT_OVERLAYS = (DEFAULT_SPECS / "kip-1178",)
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "kafkawire" / "messages"
-SPARK_TYPES_MODULE = "spark_types.py"
+MESSAGE_SCHEMAS_MODULE = "message_schemas.py"
 
 
-def generate(specs_dir: Path, *, overlays: tuple[Path, ...] = (), spark_types: bool = False) -> dict[str, str]:
+def generate(specs_dir: Path, *, overlays: tuple[Path, ...] = (), message_schemas: bool = False) -> dict[str, str]:
     """Every output file's name and text for the specs in ``specs_dir`` (with ``overlays`` replacing
     specs of the same file name): a codec module per spec with versions and the registry (removed APIs
-    included), each with its stub (``.pyi``, the types), plus with ``spark_types`` the module of Spark
-    schemas (``python -m codegen`` writes it)."""
+    included), each with its stub (``.pyi``, the types), plus with ``message_schemas`` the module of the
+    messages' schemas as data (``python -m codegen`` writes it)."""
     specs = parse_directory(specs_dir, overlays)
     validate_all(specs)
     env = _environment()
@@ -31,10 +31,10 @@ def generate(specs_dir: Path, *, overlays: tuple[Path, ...] = (), spark_types: b
         files[f"{spec.module_name}.pyi"] = renderer.render_stub()
     files["__init__.py"] = render_registry(env, specs)
     files["__init__.pyi"] = render_registry_stub(env, specs)
-    if spark_types:
-        if any(spec.module_name == SPARK_TYPES_MODULE[:-3] for spec in present):
-            raise SpecError("", "", f"a spec's module would be named {SPARK_TYPES_MODULE}")
-        files[SPARK_TYPES_MODULE] = render_spark_types(env, present)
+    if message_schemas:
+        if any(spec.module_name == MESSAGE_SCHEMAS_MODULE[:-3] for spec in present):
+            raise SpecError("", "", f"a spec's module would be named {MESSAGE_SCHEMAS_MODULE}")
+        files[MESSAGE_SCHEMAS_MODULE] = render_message_schemas(env, present)
     return files
 
 

@@ -15,7 +15,7 @@ from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
 from .model import PYTHON_TYPES, FieldSpec, FieldType, MessageSpec, StructSpec, snake_case
 from .programs import render_programs
-from .spark_schema import message_schema, python_literal as schema_literal
+from .message_schema import message_schema, python_literal as schema_literal
 
 TEMPLATES = Path(__file__).parent / "templates"
 _PLACEHOLDER = "__FUNCTION__"
@@ -306,7 +306,7 @@ def render_registry_stub(env: jinja2.Environment, specs: list[MessageSpec]) -> s
     return env.get_template("registry.pyi.j2").render(apis=api_entries(specs), specs=sorted(specs, key=lambda s: s.name))
 
 
-def render_spark_types(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
-    """The module of Spark schemas (``SCHEMAS``), one message per line, sorted by name."""
+def render_message_schemas(env: jinja2.Environment, specs: list[MessageSpec]) -> str:
+    """The module of the messages' schemas as data (``SCHEMAS``), one message per line, sorted by name."""
     schemas = [(spec.name, schema_literal(message_schema(spec))) for spec in sorted(specs, key=lambda s: s.name)]
-    return env.get_template("spark_types.py.j2").render(schemas=schemas)
+    return env.get_template("message_schemas.py.j2").render(schemas=schemas)

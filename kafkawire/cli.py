@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import DecodeError
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .capture_spark.commands import add_decode_command, add_report_command
     add_decode_command(commands)
     add_report_command(commands)
-    from .capture.show import add_show_command
+    from .capture.terminal.show import add_show_command
     add_show_command(commands)
 
     fuzz = commands.add_parser(
@@ -148,20 +149,20 @@ def _run(args) -> int:
     if args.command == "broker":
         return _broker(args)
     if args.command == "show":
-        from .capture.show import run as show
+        from .capture.terminal.show import run as show
         return show(args, own_process=True)
     if args.command == "cluster":
         return _cluster(args)
     if args.command in ("decode", "report"):
-        from .capture_spark.commands import run
-        return run(args)
+        from .capture_spark.commands import run as run_capture
+        return run_capture(args)
     if args.command == "fuzz":
         from .testing.fuzz import command
         return command(args.bootstrap, seconds=args.seconds, seed=args.seed, out=args.out,
                        all_apis=args.all_apis, timeout_ms=args.timeout_ms)
     if args.command == "demo":
-        from .demo import run
-        return run(args.out)
+        from .demo import run as run_demo
+        return run_demo(args.out)
     return 2
 
 
@@ -399,6 +400,9 @@ def _readings(data: bytes) -> list[bytes]:
 def _inspect(args) -> int:
     from .framing import decode_request, decode_response
     from .messages import api
+    if TYPE_CHECKING:
+        from .messages.request_header import RequestHeader
+        from .messages.response_header import ResponseHeader
     if args.response and (args.api is None or args.version is None):
         return _refuse("inspect", "--response needs --api and --version")
     try:
@@ -413,18 +417,20 @@ def _inspect(args) -> int:
     except ValueError as exc:  # --hex text that is not hex
         return _refuse("inspect", f"{option} {path}: not hex text ({exc})")
     first_error = None
+    header: RequestHeader | ResponseHeader
     for reading in _readings(data):
         try:
             if args.request:
                 header, body = decode_request(reading)
-                info, version = api(header.request_api_key), header.request_api_version
+                found, version = api(header.request_api_key), header.request_api_version
             else:
-                version = args.version
+                assert info is not None  # looked up above for a response
+                found, version = info, args.version
                 header, body = decode_response(reading, info.key, version)
         except DecodeError as exc:
             first_error = first_error or exc
             continue
-        print(json.dumps({"api": info.name, "api_key": info.key, "api_version": version,
+        print(json.dumps({"api": found.name, "api_key": found.key, "api_version": version,
                           "header": header.to_dict(), "body": body.to_dict()}, indent=2))
         return 0
     print(f"kafkawire inspect: cannot decode: {first_error}", file=sys.stderr)

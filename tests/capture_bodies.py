@@ -1,7 +1,7 @@
 """The frames table's JSON bodies against the typed bodies tables (``bodies/<message>``), for any table
 set: every frame with a body has exactly one row in its own message's table, found by the frame's key,
 and that row's typed body says what the JSON says, field by field, read with the message's schema
-(``kafkawire.messages.spark_types``): bytes are base64 in the JSON, records ``{"records_bytes": N}``,
+(``kafkawire.messages.message_schemas``): bytes are base64 in the JSON, records ``{"records_bytes": N}``,
 fields the version does not carry absent from the JSON and null in the typed body."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from kafkawire.capture.table_schemas import FRAME_KEY, schema_of
-from kafkawire.capture.table_sets import BODIES, table_names
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, schema_of
+from kafkawire.capture.tables.table_sets import BODIES, table_names
 from kafkawire.messages import api
-from kafkawire.messages.spark_types import SCHEMAS
+from kafkawire.messages.message_schemas import SCHEMAS
 
 
 def message_of(frame: dict) -> str:
@@ -59,19 +59,19 @@ def assert_json_is_typed(text: dict, typed: dict, schema: dict, path: str) -> No
         elif name not in text:  # a field the version does not carry
             assert typed[name] is None, where
         else:
-            _field(field["metadata"]["kafka_type"], field["type"], text[name], typed[name], where)
+            _field(field["type"], field if "fields" in field else None, text[name], typed[name], where)
 
 
-def _field(kafka_type: str, spark_type, text, typed, path: str) -> None:
+def _field(kafka_type: str, struct: dict | None, text, typed, path: str) -> None:
     if text is None:
         assert typed is None, path
         return
     if kafka_type.startswith("[]"):
         assert isinstance(text, list) and len(text) == len(typed), path
         for index, (one, other) in enumerate(zip(text, typed)):
-            _field(kafka_type[2:], spark_type["elementType"], one, other, f"{path}[{index}]")
-    elif isinstance(spark_type, dict):
-        assert_json_is_typed(text, typed, spark_type, path)
+            _field(kafka_type[2:], struct, one, other, f"{path}[{index}]")
+    elif struct is not None:
+        assert_json_is_typed(text, typed, struct, path)
     elif kafka_type == "records":
         assert text == {"records_bytes": len(typed)}, path
     elif kafka_type == "bytes":

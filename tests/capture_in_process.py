@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from kafkawire.capture.splits import plan_splits
-from kafkawire.capture.table_schemas import TABLES
-from kafkawire.capture.table_sets import TABLE_ORDER
+from kafkawire.capture.files.splits import plan_splits
+from kafkawire.capture.tables.table_schemas import TABLES
+from kafkawire.capture.tables.table_sets import TABLE_ORDER
 from kafkawire.capture_spark.decode_stage import decode_partition
 from kafkawire.capture_spark.read_stage import read_splits
 from kafkawire.capture_spark.topic_join import TopicIdNames, name_topics

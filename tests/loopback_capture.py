@@ -46,7 +46,7 @@ def served_ports():
 def closed_in(capture: Path, broker_ports: set[int]) -> set[int]:
     """The client ports of the connections whose end the capture has so far: a RST, or a FIN from each side."""
     from kafkawire.capture.model import FIN, RST
-    from kafkawire.capture.packets import iter_packets
+    from kafkawire.capture.files.packets import iter_packets
     fins, resets = set(), set()
     try:
         for packet in iter_packets(str(capture)):

@@ -1,18 +1,21 @@
 """The values passed between the capture stages: packets, stream pieces, Kafka frames, problems and
 connection summaries.
 
-The stages are plain Python and know nothing of Spark:
+The stages are plain Python and know nothing of Spark; a folder each:
 
-    packets.py           capture files and splits  -> Packet (pcap_reader, pcapng_reader, packet_headers;
-                                                      splits, inputs, payloads)
-    tcp_reassembly.py    one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
-    kafka_connection.py  one connection's stream   -> KafkaFrame / Problem / ConnectionSummary
-                                                      (kafka_framing and resync, correlation,
-                                                      authentication, tls_hello)
-    rows.py              KafkaFrame / Problem /    -> rows of the output tables (table_schemas,
-                         ConnectionSummary            frame_decoding, joins, bodies, column_table,
-                                                      record_table)
-    report.py            the tables                -> a summary (report_arrow)
+    files/      capture files and splits  -> Packet (packets: pcap_reader, pcapng_reader, packet_headers;
+                                             splits, inputs, payloads, remote_files/reading/payloads)
+    tcp/        one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
+                                             (tcp_reassembly)
+    kafka/      one connection's stream   -> KafkaFrame / Problem / ConnectionSummary (kafka_connection:
+                                             kafka_framing and resync, correlation, authentication,
+                                             tls_hello)
+    tables/     KafkaFrame / Problem /    -> rows of the output tables (rows: table_schemas, table_sets,
+                ConnectionSummary            frame_decoding, joins, bodies, topic_names, column_table,
+                                             record_table)
+    reporting/  the tables                -> a summary (report, report_arrow, transactions)
+
+``streaming`` chains the first three in this process (``kafkawire show``, in ``terminal/``).
 
 ``kafkawire.capture_spark`` runs them inside Spark: packets in one pass over the splits, then a
 shuffle by ``Packet.connection`` so that one task sees each connection's packets in capture order.

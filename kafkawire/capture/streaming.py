@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import cast
 
-from .kafka_connection import Conversation
+from .kafka.kafka_connection import Conversation
 from .model import ConnectionSummary, KafkaFrame, Packet, Problem, connection_key
-from .packets import iter_packets
-from .reading import SkippedBytes
-from .tcp_reassembly import TcpReassembler
+from .files.packets import iter_packets
+from .files.reading import SkippedBytes
+from .tcp.tcp_reassembly import TcpReassembler
 
 __all__ = ["CaptureStream"]
 
@@ -77,5 +78,6 @@ class CaptureStream:
 
     def _packets(self, index: int, path: str) -> Iterator[Packet]:
         """The file's packets, their payloads views of its mapping (a gzip or remote file's: copies)."""
-        return iter_packets(path, index, stats=self.stats, skipped=self.skipped, release_every=RELEASE_BYTES,
-                            views=True)
+        packets = iter_packets(path, index, stats=self.stats, skipped=self.skipped, release_every=RELEASE_BYTES,
+                               views=True)
+        return cast("Iterator[Packet]", packets)  # payloads=True (the default): Packets, no PacketRefs

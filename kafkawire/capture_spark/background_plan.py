@@ -46,7 +46,7 @@ class BackgroundPlan:
 def _main(argument: str) -> int:
     request = json.loads(argument)
     try:
-        reply = (True, plan_captures(request["inputs"], request["split_bytes"]))
+        reply: tuple[bool, CapturePlan | Exception] = (True, plan_captures(request["inputs"], request["split_bytes"]))
     except Exception as error:  # noqa: BLE001 - any error goes back to the caller, which raises it
         reply = (False, error)
     try:

@@ -21,11 +21,11 @@ every packet of a connection in capture order, whichever splits and tasks the ch
 from __future__ import annotations
 
 from struct import Struct
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..capture.model import ORDER_STRIDE, Packet, PacketRef
-from ..capture.payloads import PayloadReader
-from ..capture.remote_payloads import BATCH_BYTES
+from ..capture.files.payloads import PayloadReader
+from ..capture.files.remote_payloads import BATCH_BYTES
 
 # order, ts_ns, seq, ack, flags, direction, (pad), payload offset, payload length, missing
 HEADER = Struct("<qqIIHBxQII")
@@ -67,13 +67,15 @@ class ChunkPacker:
         self._open_payload = 0
         self._open_packets = 0
 
-    def add(self, connection: str, packet: Packet | PacketRef) -> list[tuple]:
+    def add(self, connection: str, packet: Packet | PacketRef) -> Sequence[tuple]:
+        # told apart by their lengths (cheaper than isinstance, per packet), which mypy cannot follow
         if len(packet) == _REF_FIELDS:
-            order, ts_ns, src, sport, dst, dport, seq, ack, flags, offset, length, missing = packet
+            (order, ts_ns, src, sport, dst, dport, seq, ack, flags, offset, length,
+             missing) = packet  # type: ignore[misc]
             payload = None
         else:
-            order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing = packet
-        done = _NOTHING
+            order, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing = packet  # type: ignore[misc]
+        done: Sequence[tuple] = _NOTHING
         chunk = self._open.get(connection)
         if chunk is not None and (chunk.payloads is None) != (payload is None):
             # a task's splits went from a plain file to a gzip one (or back) in the middle of a
@@ -83,9 +85,10 @@ class ChunkPacker:
         if chunk is None:
             chunk = self._open[connection] = _OpenChunk((connection, order), (src, sport, dst, dport),
                                                         payload is not None)
-        if payload is not None:
+        payloads = chunk.payloads  # a list when its packets carry their payloads
+        if payload is not None and payloads is not None:
             offset, length = chunk.payload_bytes, len(payload)
-            chunk.payloads.append(payload)
+            payloads.append(payload)
             chunk.payload_bytes += length
             self._open_payload += length
         totals = self.connection_bytes
@@ -141,7 +144,9 @@ def prefetched(rows, payloads: PayloadReader):
         yield from rows
         return
     pending: list[tuple[list, object]] = []
-    batch_rows, wanted, wanted_bytes = [], {}, 0
+    batch_rows: list[tuple] = []
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    wanted_bytes = 0
     for row in rows:
         headers, carried = row[1][1], row[1][2]
         if carried is None:

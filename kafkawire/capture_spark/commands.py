@@ -41,7 +41,7 @@ def add_decode_command(commands) -> None:
 
 def add_report_command(commands) -> None:
     """The ``report`` subcommand, on ``commands``."""
-    from ..capture.report import ARROW_MAX_ROWS
+    from ..capture.reporting.report import ARROW_MAX_ROWS
 
     report = commands.add_parser(
         "report", help="summarise tables written by `kafkawire decode`",
@@ -69,7 +69,7 @@ def _refuse(command: str, message) -> int:
 def _check_captures(patterns: list[str]) -> None:
     """Raises FileNotFoundError or CaptureError unless every pattern names at least one capture; reads
     the head of each file only (the walk of the records comes later, while Spark starts)."""
-    from ..capture.inputs import expand_inputs
+    from ..capture.files.inputs import expand_inputs
 
     for pattern in patterns:
         if not expand_inputs([pattern]):
@@ -79,16 +79,16 @@ def _check_captures(patterns: list[str]) -> None:
 
 
 def _is_folder(pattern: str) -> bool:
-    from ..capture.remote_files import expand_remote, is_remote
+    from ..capture.files.remote_files import expand_remote, is_remote
 
     return expand_remote(pattern)[0] == "folder" if is_remote(pattern) else os.path.isdir(pattern)
 
 
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
-    from ..capture.reading import CaptureError
-    from ..capture.remote_files import is_remote, with_fs_options
-    from ..capture.table_sets import BODIES, check_out, with_options
+    from ..capture.files.reading import CaptureError
+    from ..capture.files.remote_files import is_remote, with_fs_options
+    from ..capture.tables.table_sets import BODIES, check_out, with_options
     from . import job
     from .background_plan import BackgroundPlan
     from .session import context, stop
@@ -145,8 +145,8 @@ def report(args) -> int:
 
     import pyarrow as pa
 
-    from ..capture import report as reports
-    from ..capture.table_sets import check_tables
+    from ..capture.reporting import report as reports
+    from ..capture.tables.table_sets import check_tables
 
     local = "://" not in args.tables or args.tables.startswith("file://")
     if args.engine == "arrow" and not local:

@@ -41,7 +41,7 @@ def _prefer_installed_pyspark() -> None:
 # the tables and their Parquet writer, pyarrow, numpy), and pandas, which pyarrow's first
 # pa.array() of Python lists imports.
 PRELOAD = ("kafkawire.capture_spark.read_stage", "kafkawire.capture_spark.decode_stage",
-           "kafkawire.capture.kafka_connection", "kafkawire.capture.rows", "pyarrow.parquet", "pandas")
+           "kafkawire.capture.kafka.kafka_connection", "kafkawire.capture.tables.rows", "pyarrow.parquet", "pandas")
 
 
 def _preload() -> None:

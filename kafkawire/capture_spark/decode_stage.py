@@ -2,16 +2,16 @@
 
 The task's chunk rows come sorted by (connection, first order), so each connection's packets arrive
 together and in capture order: they are rebuilt (payloads read back from the files), streamed through
-``capture.kafka_connection.decode_connection`` and ``capture.rows.TableBatcher``, and written by
+``capture.kafka.kafka_connection.decode_connection`` and ``capture.tables.rows.TableBatcher``, and written by
 ``part_files.TableFiles``, one connection's state held at a time.
 """
 from __future__ import annotations
 
 from itertools import groupby
 
-from ..capture.kafka_connection import decode_connection
-from ..capture.payloads import PayloadReader
-from ..capture.rows import TableBatcher
+from ..capture.kafka.kafka_connection import decode_connection
+from ..capture.files.payloads import PayloadReader
+from ..capture.tables.rows import TableBatcher
 from .chunks import prefetched, unpack_packets
 from .part_files import TableFiles
 from .worker_memory import keep_freed_memory

@@ -40,7 +40,7 @@ is rewritten).
 On a cluster, the captures and ``--out`` must be on a file system that every worker (and the driver)
 sees by the same path: tasks open the captures by path in both stages and write the tables by path.
 Both may also be URIs that pyarrow's file systems know (``file://``, ``hdfs://``, ``s3://``...): a
-remote capture is read by byte ranges, never mapped nor downloaded whole (``capture.remote_reading``:
+remote capture is read by byte ranges, never mapped nor downloaded whole (``capture.files.remote_reading``:
 the planning walk and stage 1 read it ahead in large blocks; with a local master stage 1 carries the
 payloads in the chunks, on a cluster stage 2 fetches those of the rows ahead as coalesced ranges,
 ``chunks.prefetched``).
@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ..capture.remote_files import display_name
-from ..capture.splits import SPLIT_BYTES
-from ..capture.table_schemas import TABLES, capture_problems
-from ..capture.table_sets import OURS, SUMMARY, TABLE_ORDER, check_out, file_system
+from ..capture.files.remote_files import display_name
+from ..capture.files.splits import SPLIT_BYTES
+from ..capture.tables.table_schemas import TABLES, capture_problems
+from ..capture.tables.table_sets import OURS, SUMMARY, TABLE_ORDER, check_out, file_system
 from .decode_stage import decode_partition
 from .part_files import part_file_name
 from .progress import Progress

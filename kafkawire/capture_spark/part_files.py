@@ -8,13 +8,17 @@ page cache (``direct_file``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyarrow.fs import LocalFileSystem
 
-from ..capture.table_schemas import BODIES, schema_of
-from ..capture.table_sets import file_system
+from ..capture.tables.table_schemas import BODIES, schema_of
+from ..capture.tables.table_sets import file_system
 from .direct_file import DirectFile
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 __all__ = ["TableFiles", "writer_options", "parquet_leaves", "part_file_name"]
 
@@ -128,8 +132,8 @@ class TableFiles:
 class _PartFile:
     name: str          # <table>/part-....parquet
     temporary: str
-    writer: object     # pyarrow.parquet.ParquetWriter
-    stream: object     # the buffered file stream it writes to
+    writer: pq.ParquetWriter
+    stream: DirectFile | pa.NativeFile  # the buffered file stream it writes to
     rows: int = 0      # written
     bytes: int = 0     # Arrow bytes written
     held: list = field(default_factory=list)  # batches of the next row group

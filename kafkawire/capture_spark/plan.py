@@ -9,12 +9,12 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple
 
-from ..capture.inputs import expand_inputs
+from ..capture.files.inputs import expand_inputs
 from ..capture.model import connection_key
-from ..capture.packets import iter_split
-from ..capture.remote_files import file_size, is_remote
-from ..capture.remote_reading import remote_pieces
-from ..capture.splits import SPLIT_BYTES, Split, plan_splits
+from ..capture.files.packets import iter_split
+from ..capture.files.remote_files import file_size, is_remote
+from ..capture.files.remote_reading import remote_pieces
+from ..capture.files.splits import SPLIT_BYTES, Split, plan_splits
 
 __all__ = ["CapturePlan", "plan_captures", "balanced_partitions", "ConnectionPartitioner"]
 
@@ -79,10 +79,10 @@ def _joined(pieces: list[Split], split_bytes: int) -> list[Split]:
 
 
 def _sample(piece: Split, window_bytes: int, sampled: dict[str, int]) -> None:
-    window = piece._replace(end=min(piece.end, piece.start + window_bytes))
-    for packet in iter_split(window, payloads=False):
+    end = piece.start + window_bytes if piece.end is None else min(piece.end, piece.start + window_bytes)
+    for packet in iter_split(piece._replace(end=end), payloads=False):
         key = connection_key(*packet[2:6])
-        sampled[key] = sampled.get(key, 0) + packet.payload_length
+        sampled[key] = sampled.get(key, 0) + packet.payload_length  # type: ignore[union-attr]  # PacketRefs only
 
 
 def balanced_partitions(sampled_bytes: dict[str, int], partitions: int,

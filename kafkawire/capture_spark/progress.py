@@ -12,6 +12,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 __all__ = ["Progress"]
 
@@ -27,11 +31,11 @@ class Progress:
         self.group = f"kafkawire-decode-{uuid.uuid4().hex}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._context = None
+        self._context: SparkContext | None = None  # once begun
         self._started = 0.0
         self._width = 0
 
-    def begin(self, context) -> "Progress":
+    def begin(self, context: SparkContext) -> "Progress":
         """Tags the jobs this thread starts next with a group of our own, to find their stages."""
         self._context = context
         context.setJobGroup(self.group, "kafkawire decode")
@@ -66,14 +70,15 @@ class Progress:
             self._draw(fraction, stages)
 
     def _fraction(self) -> tuple[float, str]:
+        assert self._context is not None  # begun (_run's caller stops at any error)
         tracker = self._context.statusTracker()
         stage_ids: list[int] = []
         for job_id in tracker.getJobIdsForGroup(self.group):
             info = tracker.getJobInfo(job_id)
             if info is not None:
                 stage_ids.extend(info.stageIds)
-        stages = [tracker.getStageInfo(stage) for stage in sorted(set(stage_ids))]
-        stages = [stage for stage in stages if stage is not None]
+        found = [tracker.getStageInfo(stage) for stage in sorted(set(stage_ids))]
+        stages = [stage for stage in found if stage is not None]
         names = ("read", "decode")
         done, parts = 0.0, []
         for name, stage in zip(names, stages):

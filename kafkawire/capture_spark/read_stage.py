@@ -8,10 +8,10 @@ bytes (``ReadStats``).
 from __future__ import annotations
 
 from ..capture.model import connection_key
-from ..capture.packets import iter_split
-from ..capture.remote_files import is_remote
-from ..capture.reading import SkippedBytes
-from ..capture.splits import Split
+from ..capture.files.packets import iter_split
+from ..capture.files.remote_files import is_remote
+from ..capture.files.reading import SkippedBytes
+from ..capture.files.splits import Split
 from .chunks import ChunkPacker
 
 __all__ = ["read_splits", "ConnectionBytes", "ReadStats"]

@@ -1,13 +1,14 @@
 """The report's figures with Spark SQL, for tables too large for the driver or behind a URI (see
-``capture.report``: the definitions, and the order, which ``report.ordered`` applies; the other engine,
-``capture.report_arrow``, needs no Spark)."""
+``capture.reporting.report``: the definitions, and the order, which ``report.ordered`` applies; the other
+engine, ``capture.reporting.report_arrow``, needs no Spark)."""
 from __future__ import annotations
 
-from ..capture.authentication import AUTHENTICATED, FAILED, INCOMPLETE
-from ..capture.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
-from ..capture.table_sets import BODIES, FRAME_KEY
-from ..capture.transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, \
-    problem_summary
+from ..capture.kafka.authentication import AUTHENTICATED, FAILED, INCOMPLETE
+from ..capture.reporting.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
+from ..capture.tables.table_sets import BODIES, FRAME_KEY
+from ..capture.reporting.transactions import (
+    FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, problem_summary,
+)
 
 _LONG_MIN = -(1 << 63)
 

@@ -14,8 +14,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .class_archive import archive_options, prune_archives
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 DAEMON_MODULE = "kafkawire.capture_spark.daemon"  # spark.python.daemon.module, on a cluster too
 
@@ -58,7 +63,7 @@ LOCAL_SETTINGS = {
 # A local session that will write a class archive when its JVM exits: (temporary file, final name).
 _pending_archive: tuple[Path, Path] | None = None
 # The session session(keep_classes=True) started, which stop() ends (any other one is left running).
-_owned = None
+_owned: SparkSession | SparkContext | None = None
 
 
 def session(master: str | None = None, app_name: str = "kafkawire-decode", keep_classes: bool = False):
@@ -145,7 +150,7 @@ def _import_pandas_in_background() -> None:
     threading.Thread(target=run, name="kafkawire-import-pandas", daemon=True).start()
 
 
-def stop(spark) -> None:
+def stop(spark: SparkSession | SparkContext) -> None:
     """End a session (or context) ``session(keep_classes=True)`` started: stop it and, for a local one,
     end its JVM and publish the class archive it wrote on exit (only after a clean exit: a partial
     archive crashes the JVM that maps it); the process cannot start another session afterwards. One

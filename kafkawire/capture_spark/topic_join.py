@@ -1,7 +1,7 @@
 """The capture job's last step: topic names for the rows that name their topic by id only.
 
 Produce v13+ and Fetch v13+ name topics by id; a stage-2 task names them from the responses it has read
-so far that pair ids with names (``capture.topic_names``). But a task reads its connections one after the
+so far that pair ids with names (``capture.tables.topic_names``). But a task reads its connections one after the
 other, sorted by key, not by time, and another task may hold the connection whose Metadata answer
 resolves the id: so each task adds the names it learnt to an accumulator (``TopicIdNames``), and once
 all are written the driver rewrites the part files of ``fetches``, ``produces`` and ``records`` whose
@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..capture.table_schemas import schema_of
-from ..capture.table_sets import file_system
+from ..capture.tables.table_schemas import schema_of
+from ..capture.tables.table_sets import file_system
 from .part_files import writer_options
 
 __all__ = ["TopicIdNames", "NAMED_BY_ID", "name_topics"]

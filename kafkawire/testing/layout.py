@@ -1,6 +1,6 @@
 """What a generated message holds at one version, read from the generated package itself.
 
-``kafkawire.messages.spark_types`` describes every field of every message over all its versions: the
+``kafkawire.messages.message_schemas`` describes every field of every message over all its versions: the
 spec's type text, versions, nullable and tagged versions and tag. ``fields_at(cls, version)`` turns
 that into the fields a version carries, each with the generated class of its struct, so the value
 generators (``kafkawire.testing.values``) need neither the specs nor codegen at run time.
@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkawire.codec.base import Message
+
+if TYPE_CHECKING:
+    from kafkawire.messages.message_schemas import FieldSchema
 
 __all__ = ["FieldLayout", "fields_at", "known_tags", "in_versions", "message_fields"]
 
@@ -36,54 +39,49 @@ class FieldLayout:
     nullable: bool
     tagged: bool  # in the version's tag section
     struct: Any  # the generated class of a struct (or of an array's elements), None for primitives
-    children: tuple[dict, ...] = ()  # the struct's spark_types fields, for the next level down
+    children: tuple[FieldSchema, ...] = ()  # the struct's schema fields, for the next level down
 
 
 def _struct_class(top: type[Message], name: str) -> Any:
     return top if name == top.NAME else getattr(top, name)
 
 
-def message_fields(cls: type[Message]) -> tuple[dict, ...]:
-    """The spark_types fields of a message class (every version's)."""
+def message_fields(cls: type[Message]) -> tuple[FieldSchema, ...]:
+    """The schema fields of a message class (every version's: ``kafkawire.messages.message_schemas``)."""
     return _message_fields(cls.NAME)
 
 
 @lru_cache(maxsize=None)
-def _message_fields(name: str) -> tuple[dict, ...]:
-    from kafkawire.messages.spark_types import SCHEMAS
-    fields: Any = SCHEMAS[name]["fields"]
-    return tuple(fields)
+def _message_fields(name: str) -> tuple[FieldSchema, ...]:
+    from kafkawire.messages.message_schemas import SCHEMAS
+    return tuple(SCHEMAS[name]["fields"])
 
 
 def fields_at(cls: Any, version: int, top: type[Message] | None = None,
-              schema_fields: tuple[dict, ...] | None = None) -> list[FieldLayout]:
+              schema_fields: tuple[FieldSchema, ...] | None = None) -> list[FieldLayout]:
     """The fields ``cls`` (a message class, or with ``top`` and ``schema_fields`` one of its structs)
     carries at ``version``, in wire order (tagged fields among them, marked)."""
     top = top or cls
     flexible = top.FLEXIBLE_VERSIONS is not None and version >= top.FLEXIBLE_VERSIONS[0]
     out = []
-    for spark_field in schema_fields if schema_fields is not None else message_fields(cls):
-        meta = spark_field["metadata"]
-        if meta["kafka_type"] == "tagged fields" or not in_versions(version, meta["versions"]):
+    for schema_field in schema_fields if schema_fields is not None else message_fields(cls):
+        text = schema_field["type"]
+        if text == "tagged fields" or not in_versions(version, schema_field["versions"]):
             continue
-        tagged = in_versions(version, meta.get("tagged_versions"))
+        tagged = in_versions(version, schema_field.get("tagged_versions"))
         if tagged and not flexible:
             continue  # a tagged field exists only in flexible versions' tag sections
-        text = meta["kafka_type"]
         array = text.startswith("[]")
         element = text[2:] if array else text
-        spark_type = spark_field["type"]
-        if array:
-            spark_type = spark_type["elementType"]
-        is_struct = isinstance(spark_type, dict) and spark_type.get("type") == "struct"
+        is_struct = "fields" in schema_field
         out.append(FieldLayout(
-            attr=spark_field["name"], kind="struct" if is_struct else element, array=array,
-            nullable=in_versions(version, meta.get("nullable_versions")), tagged=tagged,
+            attr=schema_field["name"], kind="struct" if is_struct else element, array=array,
+            nullable=in_versions(version, schema_field.get("nullable_versions")), tagged=tagged,
             struct=_struct_class(top, element) if is_struct else None,
-            children=tuple(spark_type["fields"]) if is_struct else ()))
+            children=tuple(schema_field["fields"]) if is_struct else ()))
     return out
 
 
 def known_tags(schema_fields) -> set[int]:
     """The tags a struct's spec uses, in any version (unknown tags must avoid them)."""
-    return {f["metadata"]["tag"] for f in schema_fields if "tag" in f["metadata"]}
+    return {f["tag"] for f in schema_fields if "tag" in f}

@@ -23,9 +23,9 @@ from capture_bodies import assert_bodies_tables_match_frames
 from capture_in_process import decode_in_process
 from capture_synthetic import build_synthetic
 
-from kafkawire.capture.bodies import arrow_type
-from kafkawire.capture.table_schemas import MESSAGES, TABLES, body_schema, schema_of
-from kafkawire.capture.table_sets import BODIES, TABLE_ORDER, table_names
+from kafkawire.capture.tables.bodies import arrow_type
+from kafkawire.capture.tables.table_schemas import MESSAGES, TABLES, body_schema, schema_of
+from kafkawire.capture.tables.table_sets import BODIES, TABLE_ORDER, table_names
 from kafkawire.capture_spark.part_files import TableFiles, parquet_leaves
 
 

@@ -1,4 +1,4 @@
-"""kafkawire.capture.packets and its readers: capture files -> Packet, whole and by split.
+"""kafkawire.capture.files.packets and its readers: capture files -> Packet, whole and by split.
 
 Synthetic captures are written here byte by byte with ``struct`` (independently of kafkawire.pcap's
 declarations); real ones are taken with tcpdump on loopback and checked against tshark.
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.capture.inputs import expand_inputs, first_timestamp_ns, is_capture
+from kafkawire.capture.files.inputs import expand_inputs, first_timestamp_ns, is_capture
 from kafkawire.capture.model import ACK, FIN, ORDER_STRIDE, PSH, SYN, Packet, PacketRef
-from kafkawire.capture.packets import iter_packets, iter_split
-from kafkawire.capture import payloads as payloads_module, splits as splits_module
-from kafkawire.capture.payloads import PayloadReader
-from kafkawire.capture.pcap_reader import find_record_boundary
-from kafkawire.capture.reading import CaptureError, NotACaptureError
-from kafkawire.capture.splits import Split, plan_splits
+from kafkawire.capture.files.packets import iter_packets, iter_split
+from kafkawire.capture.files import payloads as payloads_module, splits as splits_module
+from kafkawire.capture.files.payloads import PayloadReader
+from kafkawire.capture.files.pcap_reader import find_record_boundary
+from kafkawire.capture.files.reading import CaptureError, NotACaptureError
+from kafkawire.capture.files.splits import Split, plan_splits
 from kafkawire.pcap import layouts
 
 T0 = 1_700_000_000 * 10**9 + 123_456_000  # a timestamp with whole microseconds
@@ -504,7 +504,7 @@ def test_gzip_captures_are_streamed_whole(tmp_path, monkeypatch):
                        ("c.pcapng", shb() + idb() + b"".join(epb(f, t // 1000) for t, f in records))]:
         plain = write(tmp_path, name, data)
         packed = write(tmp_path, name + ".anything", gzip.compress(data))
-        monkeypatch.setattr("kafkawire.capture.packets.STREAM_CHUNK", 4096)  # records straddle chunks
+        monkeypatch.setattr("kafkawire.capture.files.packets.STREAM_CHUNK", 4096)  # records straddle chunks
         expected, _ = read(plain, file_index=3)
         assert len(expected) == 60
         assert read(packed, file_index=3) == (expected, {"records": 60, "packets": 60})

@@ -1,4 +1,4 @@
-"""The C packet reader (kafkawire/capture/_packets.c) against the Python one it stands in for.
+"""The C packet reader (kafkawire/capture/files/_packets.c) against the Python one it stands in for.
 
 The Python reader (``packet_headers.decode_packet``, ``pcapng_blocks``, ``pcap_records``) is the
 reference: on any frame the C ``decode_packet`` gives the same Packet or None (the Python code's case),
@@ -11,9 +11,9 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkawire.capture import packet_headers
+from kafkawire.capture.files import packet_headers
 from kafkawire.capture.model import Packet, PacketRef
-from kafkawire.capture.packets import iter_packets
+from kafkawire.capture.files.packets import iter_packets
 
 from test_capture_packets import (  # the hand-written frames and files of the reader's own tests
     ah_ext, epb, ethernet, ext8, fragment_ext, idb, ipv4, ipv6, obsolete_pb, other_block, pcap, shb, sll, spb, tcp,

@@ -1,4 +1,4 @@
-"""kafkawire.capture.tcp_reassembly and the Kafka layer (kafka_connection, kafka_framing, correlation, resync): TCP reassembly, Kafka framing, correlation and resync.
+"""kafkawire.capture.tcp.tcp_reassembly and the Kafka layer (kafka_connection, kafka_framing, correlation, resync): TCP reassembly, Kafka framing, correlation and resync.
 
 The captures are synthetic but the Kafka bytes are real: requests from ``Correlator``, responses from
 ``encode_response``, cut into TCP segments with chosen sequence numbers (some near the 2**32 wrap), then
@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from capture_talk import BROKER, CLIENT, CONNECTION, WRAP, Message, Segment, Talk, packets, segments
-from kafkawire.capture.kafka_connection import Conversation, decode_connection, detect_broker_ports
+from kafkawire.capture.kafka.kafka_connection import Conversation, decode_connection, detect_broker_ports
 from kafkawire.capture.model import (
     ACK, FIN, RST, SYN, ConnectionSummary, KafkaFrame, Problem, StreamData, StreamEnd, StreamGap,
 )
-from kafkawire.capture.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
+from kafkawire.capture.tcp.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
 from kafkawire.framing import frame
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,

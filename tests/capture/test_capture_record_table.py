@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkawire.capture import record_table
-from kafkawire.capture.record_table import RecordRows, RecordsTable
-from kafkawire.capture.table_schemas import TABLES
+from kafkawire.capture.tables import record_table
+from kafkawire.capture.tables.record_table import RecordRows, RecordsTable
+from kafkawire.capture.tables.table_schemas import TABLES
 from kafkawire.records import Codec, LegacyBatch, RecordBatch, RecordBatchBuilder, iter_batches
 from kafkawire.records.builder import LegacyMessageSetBuilder, transaction_marker_batch
 from kafkawire.records.control import ControlType, control_key
@@ -137,7 +137,7 @@ def test_record_sequences_wrap_as_kafka_does():
     (wrapping past the int32 maximum to 0), for gaps in offsets (compaction) and deltas in any order."""
     from array import array
 
-    from kafkawire.capture.record_table import _sequences
+    from kafkawire.capture.tables.record_table import _sequences
     from kafkawire.records.batch import increment_sequence
 
     for base_sequence, base_offset, deltas in [(0, 0, range(5)), (10, 1000, [0, 2, 7]), (0x7FFFFFFF - 2, 50, range(6)),

@@ -1,4 +1,4 @@
-"""kafkawire.capture.bodies and rows (with frame_decoding, joins, table_schemas): frames as table rows.
+"""kafkawire.capture.tables.bodies and rows (with frame_decoding, joins, table_schemas): frames as table rows.
 
 Frames are real: encoded with kafkawire.framing from generated message classes, record batches built
 with kafkawire.records (compressed, transactional, control, legacy). Every emitted RecordBatch is
@@ -16,11 +16,11 @@ from capture_bodies import assert_json_is_typed
 from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import message_strategy
 
-from kafkawire.capture import bodies
+from kafkawire.capture.tables import bodies
 from kafkawire.capture.model import KafkaFrame, Problem
-from kafkawire.capture.frame_decoding import decode_frame, summarize_records
-from kafkawire.capture.rows import TableBatcher
-from kafkawire.capture.table_schemas import FRAME_KEY, MESSAGES, schema_of
+from kafkawire.capture.tables.frame_decoding import decode_frame, summarize_records
+from kafkawire.capture.tables.rows import TableBatcher
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, MESSAGES, schema_of
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest,
@@ -185,9 +185,10 @@ def test_converter_refuses_versions_the_message_lacks():
 
 def test_arrow_types_agree_with_pyspark():
     from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import StructType
+
+    from kafkawire.capture_spark.message_types import spark_type
     for name in ("FetchResponse", "MetadataResponse", "ApiVersionsResponse", "DescribeClientQuotasResponse"):
-        assert bodies.arrow_type(name) == to_arrow_type(StructType.fromJson(bodies.SCHEMAS[name])), name
+        assert bodies.arrow_type(name) == to_arrow_type(spark_type(name)), name
 
 
 # ---- frames ------------------------------------------------------------------------------------
@@ -558,7 +559,7 @@ def test_produce_v13_rows_carry_the_topic_name_the_capture_saw_for_its_id():
 
 
 def test_topic_names_are_bounded():
-    from kafkawire.capture.joins import TopicNames
+    from kafkawire.capture.tables.joins import TopicNames
     names = TopicNames(limit=2)
     ids = [uuid.uuid4() for _ in range(3)]
     for n, topic_id in enumerate(ids):
@@ -739,11 +740,10 @@ def reference_value(obj, schema, version, flexible):
         name = f["name"]
         if name == "unknown_tags":
             out[name] = dict(obj.unknown_tags) if flexible and obj.unknown_tags else None
-        elif version not in _versions(f["metadata"]["versions"]):
+        elif version not in _versions(f["versions"]):
             out[name] = None
         else:
-            out[name] = _reference_item(getattr(obj, name), f["type"], f["metadata"]["kafka_type"].lstrip("[]"),
-                                        version, flexible, json_form=False)
+            out[name] = _reference_item(getattr(obj, name), f, f["type"], version, flexible, json_form=False)
     return out
 
 
@@ -754,21 +754,19 @@ def reference_json(obj, schema, version, flexible):
         if name == "unknown_tags":
             if flexible and obj.unknown_tags:
                 out[name] = {str(tag): base64.b64encode(raw).decode() for tag, raw in obj.unknown_tags.items()}
-        elif version in _versions(f["metadata"]["versions"]):
-            out[name] = _reference_item(getattr(obj, name), f["type"], f["metadata"]["kafka_type"].lstrip("[]"),
-                                        version, flexible, json_form=True)
+        elif version in _versions(f["versions"]):
+            out[name] = _reference_item(getattr(obj, name), f, f["type"], version, flexible, json_form=True)
     return out
 
 
-def _reference_item(value, spark_type, kafka_type, version, flexible, json_form):
+def _reference_item(value, field, kafka_type, version, flexible, json_form):
     if value is None:
         return None
-    if isinstance(spark_type, dict) and spark_type["type"] == "array":
-        return [_reference_item(item, spark_type["elementType"], kafka_type, version, flexible, json_form)
-                for item in value]
-    if isinstance(spark_type, dict):
+    if kafka_type.startswith("[]"):
+        return [_reference_item(item, field, kafka_type[2:], version, flexible, json_form) for item in value]
+    if "fields" in field:  # a struct (the field holds its fields)
         walk = reference_json if json_form else reference_value
-        return walk(value, spark_type, version, flexible)
+        return walk(value, field, version, flexible)
     if kafka_type == "uuid":
         return str(value)
     if kafka_type == "records":

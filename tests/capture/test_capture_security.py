@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from capture_talk import BROKER, CLIENT, CONNECTION, Message, Talk, packets, segments
 from secret_scan import table_leaks
-from kafkawire.capture.kafka_connection import decode_connection
+from kafkawire.capture.kafka.kafka_connection import decode_connection
 from kafkawire.capture.model import ConnectionSummary, KafkaFrame, Problem
-from kafkawire.capture.rows import TableBatcher
-from kafkawire.capture.tls_hello import ClientHello, read_client_hello
+from kafkawire.capture.tables.rows import TableBatcher
+from kafkawire.capture.kafka.tls_hello import ClientHello, read_client_hello
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, SaslAuthenticateRequest,

@@ -24,10 +24,10 @@ import pytest
 from capture_in_process import decode_in_process
 from capture_synthetic import late_topic_names
 from kafkawire import messages as m
-from kafkawire.capture.packets import iter_packets
+from kafkawire.capture.files.packets import iter_packets
 from kafkawire.capture.model import ORDER_STRIDE, KafkaFrame
 from kafkawire.capture.streaming import CaptureStream
-from kafkawire.capture.topic_names import names_ids
+from kafkawire.capture.tables.topic_names import names_ids
 from kafkawire.cli import main
 from tapped_clients import confluent_round_trip
 
@@ -138,7 +138,7 @@ def test_a_name_learnt_later_names_the_tables_rows(tmp_path):
 
 
 def test_the_names_come_from_any_response_pairing_them():
-    from kafkawire.capture.topic_names import TopicNames
+    from kafkawire.capture.tables.topic_names import TopicNames
     names = TopicNames()
     ids = [uuid.uuid4() for _ in range(3)]
     names.learn(m.CreateTopicsResponse(topics=[m.CreateTopicsResponse.CreatableTopicResult(

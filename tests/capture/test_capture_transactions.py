@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from capture_in_process import decode_in_process
 
-from kafkawire.capture import report
-from kafkawire.capture.transactions import follow
+from kafkawire.capture.reporting import report
+from kafkawire.capture.reporting.transactions import follow
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_the_replay_does_not_depend_on_the_order_rows_come_in(tables):
     """The engines hand the rows over in any order: shuffled, they give the same view and problems."""
     import random
 
-    from kafkawire.capture.transactions import (
+    from kafkawire.capture.reporting.transactions import (
         FRAME_COLUMNS,
         FRAME_KEY,
         PRODUCE_COLUMNS,

@@ -1,4 +1,4 @@
-"""``kafkawire show`` (kafkawire.capture.show): the capture decoder in process, a line per frame.
+"""``kafkawire show`` (kafkawire.capture.terminal.show): the capture decoder in process, a line per frame.
 
 - Against the capture job: on the synthetic captures with faults (reordering, duplication, lost segments,
   a mid-stream start, and a torn tail added here), ``show --json`` lists exactly the frames of the job's
@@ -32,9 +32,9 @@ import pyarrow.parquet as pq  # noqa: E402
 from broker_harness import BrokerThread  # noqa: E402
 from capture_synthetic import build_synthetic, late_topic_names  # noqa: E402
 from loopback_capture import served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
-from kafkawire.capture.inputs import expand_inputs  # noqa: E402
-from kafkawire.capture.kafka_connection import decode_connection  # noqa: E402
-from kafkawire.capture.packets import iter_packets  # noqa: E402
+from kafkawire.capture.files.inputs import expand_inputs  # noqa: E402
+from kafkawire.capture.kafka.kafka_connection import decode_connection  # noqa: E402
+from kafkawire.capture.files.packets import iter_packets  # noqa: E402
 from kafkawire.capture.streaming import CaptureStream  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.cli import main  # noqa: E402
@@ -314,7 +314,7 @@ def test_the_job_names_topics_met_by_id_before_their_names(spark, workdir):
 
 
 def test_it_says_when_spark_serves_better(synthetic, monkeypatch):
-    from kafkawire.capture import show as command
+    from kafkawire.capture.terminal import show as command
     monkeypatch.setattr(command, "SPARK_ADVISED_BYTES", 1000)
     status, out, err = show(synthetic, "--filter", "corr=1")
     assert status == 0 and out  # and it goes on
@@ -325,6 +325,6 @@ def test_it_says_when_spark_serves_better(synthetic, monkeypatch):
 def test_line_time_is_datetimes_utc_microsecond(ts_ns):
     import datetime
 
-    from kafkawire.capture.show_output import _time
+    from kafkawire.capture.terminal.show_output import _time
     moment = datetime.datetime.fromtimestamp(ts_ns // 1000 / 1e6, datetime.timezone.utc)
     assert _time(ts_ns) == moment.strftime("%H:%M:%S.%f")

@@ -1,9 +1,9 @@
 """The capture job on a real Spark standalone cluster: a master and two workers started from PySpark's own
 distribution (``spark-class``) on 127.0.0.1, each worker one core and its own work folder; then
-``kafkawire decode --master spark://...`` and spark-submit with the README's cluster settings, and the
+``kafkawire decode --master spark://...`` and spark-submit with the captures guide's cluster settings, and the
 tables must equal the local run's (the shared local session, conftest).
 
-The README's cluster section describes what this does. Skipped only without Java.
+The captures guide's cluster section (docs/guide/captures.md) describes what this does. Skipped only without Java.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from capture_synthetic import build_synthetic  # noqa: E402
 from loopback_capture import wait_until  # noqa: E402
 from paths import REPO  # noqa: E402
-from kafkawire.capture.table_sets import table_names  # noqa: E402
+from kafkawire.capture.tables.table_sets import table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -138,9 +138,9 @@ def assert_same_tables(expected: Path, actual: Path) -> None:
 
 
 def readme_cluster_command() -> list[str]:
-    """The README's spark-submit example with its --conf settings, as written, but for the packed
+    """The captures guide's spark-submit example with its --conf settings, as written, but for the packed
     virtualenv (``--archives`` and the Python in it), which only a real cluster's nodes need."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "guide" / "captures.md").read_text()
     (example,) = [block for block in re.findall(r"^```sh\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
                   if "spark-submit" in block]
     words = shlex.split(example.replace("\\\n", " "))
@@ -167,7 +167,7 @@ def test_decode_on_a_standalone_cluster(cluster, capture, local_tables, tmp_path
 
 
 def test_spark_submit_to_a_standalone_cluster(cluster, capture, local_tables, tmp_path):
-    """spark-submit as the README's cluster section writes it (its --conf settings and entry script)."""
+    """spark-submit as the captures guide's cluster section writes it (its --conf settings and entry script)."""
     out = tmp_path / "tables"
     script = subprocess.run([sys.executable, "-c", "import kafkawire.capture_spark.submit as s; print(s.__file__)"],
                             capture_output=True, text=True, check=True, env=cluster.env).stdout.strip()

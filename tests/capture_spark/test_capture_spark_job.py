@@ -53,13 +53,13 @@ from capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
     build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
 )
-from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.bodies import to_json  # noqa: E402
+from kafkawire.capture.reporting import report  # noqa: E402
+from kafkawire.capture.tables.bodies import to_json  # noqa: E402
 from kafkawire.capture.model import connection_key  # noqa: E402
-from kafkawire.capture.packets import iter_packets, iter_split  # noqa: E402
-from kafkawire.capture.splits import plan_splits  # noqa: E402
-from kafkawire.capture.table_schemas import FRAME_KEY, TABLES, schema_of  # noqa: E402
-from kafkawire.capture.table_sets import BODIES, SUMMARY, TABLE_ORDER, table_names  # noqa: E402
+from kafkawire.capture.files.packets import iter_packets, iter_split  # noqa: E402
+from kafkawire.capture.files.splits import plan_splits  # noqa: E402
+from kafkawire.capture.tables.table_schemas import FRAME_KEY, TABLES, schema_of  # noqa: E402
+from kafkawire.capture.tables.table_sets import BODIES, SUMMARY, TABLE_ORDER, table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.decode_stage import decode_partition  # noqa: E402
 from kafkawire.capture_spark.part_files import parquet_leaves, writer_options  # noqa: E402
@@ -738,10 +738,10 @@ def test_raw_batches_are_written_without_dictionary_or_statistics(synthetic_out)
 
 
 def readme_cluster_example() -> tuple[list[str], str]:
-    """The README's spark-submit example: its ``--conf`` settings for the workers (all but the packed
+    """The captures guide's spark-submit example: its ``--conf`` settings for the workers (all but the packed
     virtualenv's Python, which needs the cluster's ``--archives``) and the entry script its command
     substitution names, run as written."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "guide" / "captures.md").read_text()
     (example,) = [block for block in re.findall(r"^```sh\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
                   if "spark-submit" in block]
     settings = []
@@ -758,7 +758,7 @@ def readme_cluster_example() -> tuple[list[str], str]:
 def test_spark_submit_keeps_its_master(synthetic, synthetic_out, workdir):
     """Under spark-submit the command line decides where the job runs: the decode keeps its master
     (a cluster's job must not fall back to local mode on the driver) and writes the same tables, with
-    the worker settings and the entry script the README's cluster example passes."""
+    the worker settings and the entry script the captures guide's cluster example passes."""
     submit = Path(sys.executable).with_name("spark-submit")
     if not submit.exists():
         pytest.skip("PySpark's spark-submit is not beside this Python")

@@ -25,7 +25,7 @@ from capture_synthetic import build_synthetic, rotated_series, split_blocks, wri
 from object_store import CREDENTIALS  # noqa: E402
 from object_store import object_store as start_object_store  # noqa: E402
 from paths import REPO  # noqa: E402
-from kafkawire.capture.table_sets import file_system, table_names, with_options  # noqa: E402
+from kafkawire.capture.tables.table_sets import file_system, table_names, with_options  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 
 

@@ -38,8 +38,8 @@ from secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
 from kafkawire.broker.network.connection import Connection  # noqa: E402
 from kafkawire.broker.security.authenticator import Authenticator  # noqa: E402
-from kafkawire.capture import report  # noqa: E402
-from kafkawire.capture.table_sets import table_names  # noqa: E402
+from kafkawire.capture.reporting import report  # noqa: E402
+from kafkawire.capture.tables.table_sets import table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 from kafkawire.capture_spark.report_spark import build  # noqa: E402
 from kafkawire.error_codes import ErrorCode  # noqa: E402

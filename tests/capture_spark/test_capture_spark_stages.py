@@ -16,10 +16,10 @@ import pytest
 
 from capture_synthetic import Synthetic, build_synthetic, rotated_series
 from kafkawire.capture.model import connection_key
-from kafkawire.capture.packets import iter_split
-from kafkawire.capture.payloads import PayloadReader
-from kafkawire.capture.reading import NotACaptureError
-from kafkawire.capture.splits import Split, plan_splits
+from kafkawire.capture.files.packets import iter_split
+from kafkawire.capture.files.payloads import PayloadReader
+from kafkawire.capture.files.reading import NotACaptureError
+from kafkawire.capture.files.splits import Split, plan_splits
 from kafkawire.capture_spark import chunks
 from kafkawire.capture_spark.background_plan import BackgroundPlan
 from kafkawire.capture_spark.decode_stage import connections_of

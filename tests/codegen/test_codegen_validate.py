@@ -562,7 +562,7 @@ def test_generation_is_deterministic(ours):
 def test_upstream_files_generate_the_modules_schemas_gives():
     """Kafka 4.3's own spec files (comments, prose and removed APIs) generate exactly the modules that
     schemas/ (their wire facts) generates: every message and version tested on ours is upstream's."""
-    assert generate(UPSTREAM, spark_types=True) == generate(SCHEMAS, spark_types=True)
+    assert generate(UPSTREAM, message_schemas=True) == generate(SCHEMAS, message_schemas=True)
 
 
 def test_overlay_replaces_only_existing_specs(tmp_path):
