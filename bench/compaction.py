@@ -31,7 +31,7 @@ from common import git_state
 
 from kafkawire.broker.storage import LogConfig, PartitionLog
 from kafkawire.broker.storage.cleaner import LogCleaner
-from kafkawire.broker.storage.cleaner_batches import read_batches
+from kafkawire.broker.storage.cleaner.batches import read_batches
 from kafkawire.records.batch import RecordBatch
 from kafkawire.records.builder import RecordBatchBuilder
 from kafkawire.records.compression import Codec

@@ -6,7 +6,7 @@ import asyncio
 import struct
 
 from kafkawire.broker.storage import LogConfig, PartitionLog
-from kafkawire.broker.storage.cleaner import LogCleaner, cleanable_offsets
+from kafkawire.broker.storage.cleaner.cleaner import LogCleaner, cleanable_offsets
 from kafkawire.records.batch import RecordBatch
 from kafkawire.records.builder import RecordBatchBuilder
 

@@ -29,8 +29,7 @@ from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
 from .storage import PartitionLog
-from .storage.cleaner import LogCleaner
-from .storage.cleaner_manager import LogCleanerManager
+from .storage.cleaner import LogCleaner, LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .network.tap import WireTap

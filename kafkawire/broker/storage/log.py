@@ -26,7 +26,7 @@ from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
-from .cleaner_files import commit_swap, finish_swap, recover_interrupted_swaps
+from .cleaner.files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
 from .descriptors import DescriptorCache
 from .errors import LogAppendError, OffsetOutOfRange
@@ -351,7 +351,7 @@ class PartitionLog:
     def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> bool:
         """The log cleaner's swap (``UnifiedLog.replaceSegments``): when ``old`` are still consecutive
         closed segments of this log, the cleaned files at ``cleaned_base`` take their place on disk
-        (``cleaner_files``) and one segment opened from them takes theirs here. False, and nothing
+        (``cleaner.files``) and one segment opened from them takes theirs here. False, and nothing
         done, otherwise (retention deleted some, the log was truncated or closed)."""
         first = self.local.position_of(old)
         if self._closed or first is None:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from ...errors import DecodeError
 from ...framing import read_request, read_response
+from ...messages import ApiKey
 from ...sasl.redact import redact_token, token_user
 
 __all__ = ["SaslExchanges", "redact_body", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "AUTHENTICATED", "FAILED",
            "INCOMPLETE"]
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_HANDSHAKE, SASL_AUTHENTICATE = ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE
 AUTHENTICATED, FAILED, INCOMPLETE = "authenticated", "failed", "incomplete"
 _SUCCESS_SHOWN = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 

@@ -23,12 +23,13 @@ from itertools import islice
 from typing import NamedTuple, Protocol
 
 from ...framing import peek_request
+from ...messages import ApiKey
 from .authentication import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslExchanges
 from .kafka_framing import REQUEST, RESPONSE, DirectionFraming
 from ..model import KafkaFrame, Problem
 from .resync import MAX_CLIENT_ID, WAIT, api_name, check_request, header_version, is_request_header, produce_acks
 
-PRODUCE = 0
+PRODUCE = ApiKey.PRODUCE
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 

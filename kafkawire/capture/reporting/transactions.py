@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkawire.error_codes import ErrorCode
+from kafkawire.messages import ApiKey
 
 from ..tables.table_sets import FRAME_KEY
 
@@ -49,8 +50,8 @@ __all__ = [
     "produce_requests",
 ]
 
-INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-PRODUCE = 0
+INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS = ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN
+END_TXN, TXN_OFFSET_COMMIT, PRODUCE = ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT, ApiKey.PRODUCE
 TXN_API_KEYS = (INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT)
 _NAMES = {INIT_PRODUCER_ID: "InitProducerId", ADD_PARTITIONS: "AddPartitionsToTxn",
           ADD_OFFSETS: "AddOffsetsToTxn", END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit"}

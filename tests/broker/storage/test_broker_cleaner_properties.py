@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from broker_harness import RawClient
 from broker_process import KAFKAWIRE
 from kafkawire import messages as m
-from kafkawire.broker.storage.throttler import Throttler
+from kafkawire.broker.storage.cleaner.throttler import Throttler
 
 from fake_clock import FakeClock
 

@@ -13,14 +13,15 @@ from compaction_helpers import Writer, clean_fully, compacted_log, read_committe
 
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.server import Broker
-from kafkawire.broker.storage import LogAppendError, LogConfig, cleaner_files
-from kafkawire.broker.storage import cleaner as cleaner_module
-from kafkawire.broker.storage.cleaner import (
+from kafkawire.broker.storage import LogAppendError, LogConfig
+from kafkawire.broker.storage.cleaner import cleaner as cleaner_module
+from kafkawire.broker.storage.cleaner import files as cleaner_files
+from kafkawire.broker.storage.cleaner.cleaner import (
     CleanerAborted,
     LogCleaner,
     cleanable_offsets,
 )
-from kafkawire.broker.storage.cleaner_manager import CHECKPOINT_FILE, LogCleanerManager
+from kafkawire.broker.storage.cleaner.manager import CHECKPOINT_FILE, LogCleanerManager
 from kafkawire.broker.storage.segment import LogSegment
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records.batch import RecordBatch

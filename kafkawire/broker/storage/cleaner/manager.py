@@ -26,7 +26,7 @@ from .cleaner import (
 )
 
 if TYPE_CHECKING:
-    from .log import PartitionLog
+    from ..log import PartitionLog
 
 __all__ = ["CHECKPOINT_FILE", "LogCleanerManager"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .segment import iter_batch_headers, segment_name
+from ..segment import iter_batch_headers, segment_name
 
 __all__ = [
     "CLEANED_SUFFIX",

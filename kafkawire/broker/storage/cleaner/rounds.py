@@ -15,14 +15,14 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...records.batch import RecordBatch
-from .cleaner_batches import BatchFilter, control_marker, read_batches
-from .cleaner_files import CLEANED_SUFFIX, segment_files
-from .cleaner_transactions import CleanedTransactions
+from ....records.batch import RecordBatch
+from .batches import BatchFilter, control_marker, read_batches
+from .files import CLEANED_SUFFIX, segment_files
+from .transactions import CleanedTransactions
 from .offset_map import OffsetMap
-from .segment import LogSegment
+from ..segment import LogSegment
 from .throttler import Throttler
-from .transaction_index import AbortedTxn, TransactionIndex
+from ..transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     "CleanedSegment",
@@ -166,7 +166,7 @@ def group_segments(segments: list[SegmentSnapshot], end_offset: int, max_size: i
 def clean_group(plan: RoundPlan, group: list[SegmentSnapshot], batch_filter: BatchFilter,
                 transactions: CleanedTransactions) -> CleanedSegment:
     """Write the group's kept batches into ``<base>.log.cleaned`` with its offset index and aborted-
-    transaction index (the file is empty when nothing stays: ``cleaner_files``)."""
+    transaction index (the file is empty when nothing stays: ``files``)."""
     base = group[0].base_offset
     index_path, txn_path, log_path = segment_files(plan.directory, base, CLEANED_SUFFIX)
     transactions.cleaned_index = []

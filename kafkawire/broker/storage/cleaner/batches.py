@@ -19,8 +19,8 @@ from struct import Struct
 
 from crc32c import crc32c
 
-from ...errors import RecordsError
-from ...records.batch import (
+from ....errors import RecordsError
+from ....records.batch import (
     CODEC_MASK,
     CONTROL_FLAG,
     DELETE_HORIZON_FLAG,
@@ -28,15 +28,15 @@ from ...records.batch import (
     TRANSACTIONAL_FLAG,
     RecordBatch,
 )
-from ...records.compression import compress
-from ...records.layouts import (
+from ....records.compression import compress
+from ....records.layouts import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     LOG_OVERHEAD,
 )
-from ...records.varints import read_varint, read_varlong, write_varint, write_varlong
-from .segment import HEADER
+from ....records.varints import read_varint, read_varlong, write_varint, write_varlong
+from ..segment import HEADER
 
 __all__ = ["BatchFilter", "control_marker", "empty_batch", "read_batches"]
 

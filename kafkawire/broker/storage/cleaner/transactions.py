@@ -12,7 +12,7 @@ import heapq
 import itertools
 from collections.abc import Iterable
 
-from .transaction_index import AbortedTxn
+from ..transaction_index import AbortedTxn
 
 __all__ = ["CleanedTransactions"]
 

@@ -6,9 +6,9 @@ offset (the active segment, the last stable offset, min.compaction.lag.ms: ``cle
 1. on the event loop, a snapshot of what the round needs (``plan_round``);
 2. on a worker thread, the map of each dirty key to its latest offset (bounded: a round may stop
    short of the uncleanable offset, and the next goes on), then each group of segments rewritten into
-   one ``.cleaned`` segment (``cleaner_rounds``, ``cleaner_batches``);
+   one ``.cleaned`` segment (``rounds``, ``batches``);
 3. on the loop, after each group, the swap: the cleaned files take the old segments' place, in the
-   file system (``cleaner_files``, crash-safe) and in the log (``PartitionLog.replace_segments``).
+   file system (``files``, crash-safe) and in the log (``PartitionLog.replace_segments``).
 
 Offsets never change: a batch keeps its base offset and last offset delta, and gaps stay. Produce and
 fetch go on meanwhile: the worker reads the files through descriptors of its own, the swap is one step
@@ -22,16 +22,16 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from .cleaner_batches import BatchFilter, CleanerAborted
-from .cleaner_files import CLEANED_SUFFIX, segment_files
-from .cleaner_rounds import (
+from .batches import BatchFilter, CleanerAborted
+from .files import CLEANED_SUFFIX, segment_files
+from .rounds import (
     RoundPlan,
     SegmentSnapshot,
     build_offset_map,
     clean_group,
     group_segments,
 )
-from .cleaner_transactions import CleanedTransactions
+from .transactions import CleanedTransactions
 from .offset_map import OffsetMap
 from .throttler import Throttler
 
