@@ -1,4 +1,5 @@
-"""The optional native decoder: generated decode programs run by the C extension ``_decoder``.
+"""The optional native codec: generated decode and encode programs run by the C extensions ``_decoder``
+and ``_encoder``.
 
 Each generated module ends with ``install(MessageClass, {version: program})``. When the extension
 was built (``pip install`` compiles it where a C compiler exists) and ``KAFKAWIRE_PURE_PYTHON`` is not
@@ -8,6 +9,11 @@ the Python reader; on any input it cannot decode it does not make an error of it
 Python reader on the same input, which raises the DecodeError (field path, byte offset) as always.
 The class also gets a native ``decode`` that runs Message.decode's short path (a small bytes or
 bytearray body) without a Python frame and defers to Message.decode for everything else.
+
+Each module also ends with ``install_encoder(MessageClass, {version: program})``, which gives the class
+``_ENCODERS``: native encoders that Message.encode, encode_parts and encode_into try first. An encoder
+returns None for anything it does not write (a wrong type, an out-of-range value, a refusal), and the
+generated Python writer then writes the message or raises its EncodeError, so errors are the writers'.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import uuid
 from ..accelerators import load
 from . import base
 from .base import Message
-from .primitives import ZERO_UUID
+from .primitives import ABSENT, ZERO_UUID
 
 _decoder = load("kafkawire.codec._decoder")
 if _decoder is not None:
@@ -25,6 +31,12 @@ if _decoder is not None:
     base.PAUSE_GC_LISTENERS.append(_decoder.set_pause_gc_above)
 
 ACTIVE: bool = _decoder is not None  # whether generated messages decode with the native readers
+
+_encoder = load("kafkawire.codec._encoder")
+if _encoder is not None:
+    _encoder.configure(uuid.UUID, ZERO_UUID, ABSENT)
+
+ENCODER_ACTIVE: bool = _encoder is not None  # whether generated messages encode with the native encoders
 
 _PYTHON_DECODE = Message.__dict__["decode"].__func__
 
@@ -55,3 +67,27 @@ def python_reader(cls, version: int):
     reader = cls._READERS[version]
     native = native_reader(cls, version)
     return native.fallback if native is not None else reader
+
+
+def install_encoder(cls, programs: dict) -> None:
+    """Give a generated message class a native encoder of each version's encode program."""
+    if _encoder is not None:
+        cls._ENCODERS = {version: _encoder.Encoder(program) for version, program in programs.items()}
+
+
+def encode_frame(header: Message, header_version: int, body: Message, version: int, parts: bool):
+    """The int32 size prefix, ``header`` and ``body`` written natively in one allocation: bytes, or
+    with ``parts`` a list of pieces as ``encode_parts`` gives; None where the native encoder does not
+    write them (the caller then takes the Python writers' path)."""
+    if _encoder is None:
+        return None
+    header_encoder = type(header)._ENCODERS.get(header_version)
+    body_encoder = getattr(type(body), "_ENCODERS", {}).get(version)
+    if header_encoder is None or body_encoder is None:
+        return None
+    return _encoder.frame(header_encoder, header, body_encoder, body, parts)
+
+
+def python_encode(message: Message, version: int) -> bytes:
+    """``message`` written at ``version`` by the generated Python writer (the reference)."""
+    return b"".join(message._python_parts(version))
