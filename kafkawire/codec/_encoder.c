@@ -1023,6 +1023,62 @@ static PyTypeObject EncoderType = {
     .tp_members = encoder_members,
 };
 
+/* ------------------------------------------------------------------------------ Message.encode */
+
+/* Message.encode as a method descriptor: the class's native encoder of the version (from _ENCODERS)
+ * without a Python frame, and the Python method (encode_fallback) for everything else. Small
+ * messages spend as long in a Python frame as in encoding. */
+static PyObject *encode_fallback;
+static PyObject *str_encoders;
+
+static PyObject *
+message_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs == 1 && kwnames == NULL) {
+        PyObject *encoders = _PyType_Lookup(Py_TYPE(self), str_encoders);
+        PyObject *encoder = encoders != NULL && PyDict_CheckExact(encoders)
+            ? PyDict_GetItemWithError(encoders, args[0]) : NULL;
+        Batch b;
+        if (encoder != NULL && one(encoder, self, &b) == 0) {
+            PyObject *data = encode_bytes(&b, 0);
+            if (data != Py_None)
+                return data; /* the bytes, or NULL for an error that is not ours to swallow */
+            Py_DECREF(data);
+        }
+        PyErr_Clear();
+    }
+    if (encode_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_encode() was not called");
+        return NULL;
+    }
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
+    if (all == NULL)
+        return PyErr_NoMemory();
+    all[0] = self;
+    memcpy(all + 1, args, sizeof(PyObject *) * (size_t)total);
+    PyObject *result = PyObject_Vectorcall(encode_fallback, all, (size_t)nargs + 1, kwnames);
+    if (all != small)
+        PyMem_Free(all);
+    return result;
+}
+
+static PyMethodDef message_encode_def = {
+    "encode", (PyCFunction)(void (*)(void))message_encode, METH_FASTCALL | METH_KEYWORDS,
+    "encode(version): the body of this message written at version.",
+};
+
+/* encode_method(Message, python_encode): the method descriptor to set as Message.encode. */
+static PyObject *
+encode_method(PyObject *module, PyObject *args)
+{
+    PyObject *type, *fallback;
+    if (!PyArg_ParseTuple(args, "O!O:encode_method", &PyType_Type, &type, &fallback))
+        return NULL;
+    Py_XSETREF(encode_fallback, Py_NewRef(fallback));
+    return PyDescr_NewMethod((PyTypeObject *)type, &message_encode_def);
+}
+
 /* ------------------------------------------------------------------------------------- module */
 
 /* frame(header_encoder, header, body_encoder, body, parts): the int32 size prefix, the header and the
@@ -1066,6 +1122,8 @@ configure(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(uuid_class, zero_uuid, absent): uuid values and the lazy struct sentinel."},
+    {"encode_method", encode_method, METH_VARARGS,
+     "encode_method(Message, python_encode): Message.encode with the native encoders first."},
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(header_encoder, header, body_encoder, body, parts): a size-prefixed frame, or None."},
     {NULL},
@@ -1085,9 +1143,10 @@ PyInit__encoder(void)
     if (PyType_Ready(&EncoderType) < 0)
         return NULL;
     str_is_default = PyUnicode_InternFromString("_is_default");
+    str_encoders = PyUnicode_InternFromString("_ENCODERS");
     compiled_programs = PyDict_New();
     compiling = PySet_New(NULL);
-    if (str_is_default == NULL || compiled_programs == NULL || compiling == NULL)
+    if (str_is_default == NULL || str_encoders == NULL || compiled_programs == NULL || compiling == NULL)
         return NULL;
     PyObject *module = PyModule_Create(&encoder_module);
     if (module == NULL)

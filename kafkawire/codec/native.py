@@ -21,7 +21,7 @@ import uuid
 
 from ..accelerators import load
 from . import base
-from .base import Message
+from .base import Bytes, Message
 from .primitives import ABSENT, ZERO_UUID
 
 _decoder = load("kafkawire.codec._decoder")
@@ -35,6 +35,10 @@ ACTIVE: bool = _decoder is not None  # whether generated messages decode with th
 _encoder = load("kafkawire.codec._encoder")
 if _encoder is not None:
     _encoder.configure(uuid.UUID, ZERO_UUID, ABSENT)
+    # Message.encode without a Python frame in front of the native encoders; the Python method stays
+    # the fallback (and runs the Python writers for what the native encoders do not write).
+    Message.encode = _encoder.encode_method(  # type: ignore[method-assign]
+        Message, Message.__dict__["encode"])
 
 ENCODER_ACTIVE: bool = _encoder is not None  # whether generated messages encode with the native encoders
 
@@ -75,17 +79,33 @@ def install_encoder(cls, programs: dict) -> None:
         cls._ENCODERS = {version: _encoder.Encoder(program) for version, program in programs.items()}
 
 
-def encode_frame(header: Message, header_version: int, body: Message, version: int, parts: bool):
-    """The int32 size prefix, ``header`` and ``body`` written natively in one allocation: bytes, or
-    with ``parts`` a list of pieces as ``encode_parts`` gives; None where the native encoder does not
-    write them (the caller then takes the Python writers' path)."""
+def encode_frame(header: Message, header_version: int, body: Message, version: int) -> bytes | None:
+    """The int32 size prefix, ``header`` and ``body`` written natively in one allocation, or None where
+    the native encoder does not write them (the caller then takes the Python writers' path)."""
+    encoders = _frame_encoders(header, header_version, body, version)
+    if encoders is None:
+        return None
+    data: bytes | None = _encoder.frame(encoders[0], header, encoders[1], body, False)
+    return data
+
+
+def encode_frame_parts(header: Message, header_version: int, body: Message, version: int) -> list[Bytes] | None:
+    """encode_frame as pieces: ``records`` values kept as pieces of their own (see encode_parts)."""
+    encoders = _frame_encoders(header, header_version, body, version)
+    if encoders is None:
+        return None
+    parts: list[Bytes] | None = _encoder.frame(encoders[0], header, encoders[1], body, True)
+    return parts
+
+
+def _frame_encoders(header: Message, header_version: int, body: Message, version: int):
     if _encoder is None:
         return None
     header_encoder = type(header)._ENCODERS.get(header_version)
     body_encoder = getattr(type(body), "_ENCODERS", {}).get(version)
     if header_encoder is None or body_encoder is None:
         return None
-    return _encoder.frame(header_encoder, header, body_encoder, body, parts)
+    return header_encoder, body_encoder
 
 
 def python_encode(message: Message, version: int) -> bytes:

@@ -254,3 +254,85 @@ def test_pure_python_turns_the_native_encoder_off():
 
 def test_message_base_class_has_no_encoders():
     assert Message._ENCODERS == {}
+
+
+# ---------------------------------------------------------------------------------------------------
+# encode_into and frames written in one allocation
+
+
+def test_encode_into_a_callers_buffer():
+    cls = messages.message_class("MetadataResponse")
+    message = MessageValues(random.Random(7)).message(cls, 12)
+    expected = native.python_encode(message, 12)
+    buf = bytearray(b"\xee" * (len(expected) + 10))
+    assert message.encode_into(buf, 12, 3) == 3 + len(expected)
+    assert buf[3:3 + len(expected)] == expected and buf[:3] == b"\xee" * 3 and buf[-7:] == b"\xee" * 7
+    view = memoryview(bytearray(len(expected)))
+    assert message.encode_into(view, 12) == len(expected) and view.tobytes() == expected
+    with pytest.raises(ValueError, match="does not fit"):
+        message.encode_into(bytearray(len(expected) - 1), 12)
+    with pytest.raises(ValueError, match="does not fit"):
+        message.encode_into(bytearray(len(expected) + 5), 12, -1)
+    with pytest.raises(TypeError):
+        message.encode_into(bytes(len(expected)), 12)
+
+
+def test_encode_into_falls_back_with_the_python_error():
+    cls = messages.message_class("MetadataResponse")
+    message = cls(cluster_id="\udc80")
+    with pytest.raises(Exception) as python_error:
+        native.python_encode(message, 12)
+    with pytest.raises(type(python_error.value)) as caught:
+        message.encode_into(bytearray(100), 12)
+    assert str(caught.value) == str(python_error.value)
+    subclass_message = type("Mine", (cls,), {"__slots__": ()})(cluster_id="c")
+    buf = bytearray(100)
+    end = subclass_message.encode_into(buf, 12, 1)
+    assert bytes(buf[1:end]) == native.python_encode(cls(cluster_id="c"), 12)
+
+
+def _python_frame(header, header_version, body, version) -> bytes:
+    payload = native.python_encode(header, header_version) + native.python_encode(body, version)
+    return len(payload).to_bytes(4, "big", signed=True) + payload
+
+
+def test_request_frames_match_the_python_writers():
+    from kafkawire.framing import encode_request, request_header_class
+    header_class = request_header_class()
+    rng = random.Random(3)
+    for api in messages.apis():
+        for version in (api.min_version, api.max_version):
+            body = MessageValues(rng).message(api.request_class, version)
+            header = header_class(request_api_key=api.key, request_api_version=version, correlation_id=9,
+                                  client_id="client")
+            assert encode_request(header, body) == _python_frame(
+                header, api.request_header_version(version), body, version), (api.name, version)
+
+
+def test_response_frames_match_the_python_writers():
+    from kafkawire.framing import encode_response, encode_response_parts, response_header_class
+    rng = random.Random(4)
+    for api in messages.apis():
+        for version in (api.min_version, api.max_version):
+            body = MessageValues(rng).message(api.response_class, version)
+            header_version = api.response_header_version(version)
+            tags = {5: b"t"} if header_version >= 1 else None
+            header = response_header_class()(correlation_id=11, unknown_tags=tags)
+            expected = _python_frame(header, header_version, body, version)
+            assert encode_response(api.key, version, 11, body, tags) == expected, (api.name, version)
+            parts = encode_response_parts(api.key, version, 11, body, tags)
+            assert b"".join(parts) == expected, (api.name, version)
+
+
+def test_response_parts_keep_file_slices_separate():
+    from kafkawire.framing import encode_response, encode_response_parts
+    fetch = messages.message_class("FetchResponse")
+    slices = [_FileSlice(7), _FileSlice(0)]
+    partitions = [fetch.PartitionData(partition_index=i, records=piece) for i, piece in enumerate(slices)]
+    response = fetch(responses=[fetch.FetchableTopicResponse(topic="t", partitions=partitions)])
+    for version in (4, 12):
+        parts = encode_response_parts(1, version, 5, response)
+        assert [part for part in parts if isinstance(part, _FileSlice)] == slices
+        assert int.from_bytes(parts[0][:4], "big") == sum(map(len, parts)) - 4
+        with pytest.raises(TypeError):
+            encode_response(1, version, 5, response)  # a file slice cannot be joined into bytes
