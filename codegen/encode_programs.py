@@ -11,7 +11,8 @@ A program is a tuple
 - ``checks``: ``(slot, how, default)`` for the fields the version lacks whose non-default value the
   writer refuses;
 - ``tagged``: ``(tag, slot, value, how, default)`` sorted by tag, written when the value differs from
-  the default;
+  the default (for a struct defaulting to an empty one, ``default`` holds the ``(slot, how, default)``
+  checks of the struct class's ``_is_default``);
 
 with values as in the decode programs (codegen/programs.py), a struct value naming its encode
 program. ``how`` says how the writer decides that a value differs from its default
@@ -20,8 +21,8 @@ program. ``how`` says how the writer decides that a value differs from its defau
 """
 from __future__ import annotations
 
-from .defaults import NULL
-from .layout import Run, StructLayout, python_literal
+from .defaults import NULL, parse_default
+from .layout import Run, StructLayout, Tagged, python_literal, slot_name
 from .model import FieldSpec
 from .programs import ProgramWriter, block
 
@@ -58,9 +59,19 @@ class EncodeProgramWriter(ProgramWriter):
         tagged = []
         if laid.flexible:
             tagged = [f"({t.tag}, {t.slot!r}, {self._value(t.value, tagged_struct=True)}, "
-                      f"{_how(t.spec, t.default)!r}, {_default(t.spec, t.default)})" for t in laid.tagged]
+                      f"{_how(t.spec, t.default)!r}, {self._tag_default(t)})" for t in laid.tagged]
         parts = [f"    {laid.struct.name}, {laid.flexible}", block(fields), block(checks), block(tagged)]
         return "(\n" + ",\n".join(parts) + ",\n)"
+
+    def _tag_default(self, t: Tagged) -> str:
+        """A tagged struct's default is an empty struct: the checks of its class's ``_is_default``, for
+        the encoder to run without calling it."""
+        if t.default != "struct":
+            return _default(t.spec, t.default)
+        spec = self.layouts[(t.value.struct, t.value.version)].struct
+        checks = [f"({slot_name(f)!r}, {_how(f, parse_default(f))!r}, {_default(f, parse_default(f))})"
+                  for f in spec.fields]
+        return "(" + "".join(f"{check}, " for check in checks) + ")"
 
 
 def render_encode_programs(layouts: dict[tuple[str, int], StructLayout], message: str,

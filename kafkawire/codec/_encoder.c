@@ -47,7 +47,15 @@ typedef struct Value {
 
 typedef struct { Py_ssize_t offset; Value value; PyObject *attr; } FieldOp;
 typedef struct { Py_ssize_t offset; int how; PyObject *constant; } CheckOp;
-typedef struct { uint32_t tag; Py_ssize_t offset; Value value; int how; PyObject *constant; } TagOp;
+typedef struct {
+    uint32_t tag;
+    Py_ssize_t offset;
+    Value value;
+    int how;
+    PyObject *constant;
+    CheckOp *empty; /* how == H_STRUCT: the struct's _is_default checks (n_empty of them), or NULL */
+    Py_ssize_t n_empty;
+} TagOp;
 
 struct Program {
     PyTypeObject *cls;
@@ -375,6 +383,31 @@ differs(int how, PyObject *value, PyObject *constant)
     }
 }
 
+/* differs for a tagged field; a struct defaulting to an empty one is checked here field by field
+ * rather than by calling its _is_default. */
+static int
+tag_differs(const TagOp *t, PyObject *value)
+{
+    if (t->empty == NULL || value == absent || value == Py_None || !Py_IS_TYPE(value, t->value.program->cls))
+        return differs(t->how, value, t->constant);
+    for (Py_ssize_t i = 0; i < t->n_empty; i++) {
+        PyObject *field = SLOT(value, t->empty[i].offset);
+        if (field == NULL)
+            return -1;
+        Py_INCREF(field);
+        int set = differs(t->empty[i].how, field, t->empty[i].constant);
+        Py_DECREF(field);
+        if (set != 0)
+            return set;
+    }
+    PyObject *unknown = SLOT(value, t->value.program->unknown_tags_offset);
+    if (unknown == NULL)
+        return -1;
+    if (unknown == Py_None)
+        return 0;
+    return PyDict_CheckExact(unknown) ? PyDict_GET_SIZE(unknown) != 0 : PyObject_IsTrue(unknown);
+}
+
 typedef struct { uint64_t tag; PyObject *value; const TagOp *known; } TagItem;
 
 static int
@@ -435,7 +468,7 @@ encode_tags(Enc *e, const Program *p, PyObject *obj)
     for (Py_ssize_t i = 0; i < p->n_tags && !failed; i++) {
         const TagOp *t = &p->tags[i];
         PyObject *value = SLOT(obj, t->offset);
-        int set = value == NULL ? -1 : differs(t->how, value, t->constant);
+        int set = value == NULL ? -1 : tag_differs(t, value);
         failed = set < 0;
         if (set > 0)
             items[count++] = (TagItem){t->tag, value, t};
@@ -538,6 +571,9 @@ free_program(Program *p)
     for (Py_ssize_t i = 0; p->tags && i < p->n_tags; i++) {
         free_value(&p->tags[i].value);
         Py_XDECREF(p->tags[i].constant);
+        for (Py_ssize_t j = 0; p->tags[i].empty && j < p->tags[i].n_empty; j++)
+            Py_XDECREF(p->tags[i].empty[j].constant);
+        PyMem_Free(p->tags[i].empty);
     }
     PyMem_Free(p->fields);
     PyMem_Free(p->checks);
@@ -636,6 +672,33 @@ parse_how(PyObject *name, int *how)
     return -1;
 }
 
+/* A tagged struct's empty-struct checks: (slot, how, default) of its class's fields. */
+static int
+parse_empty(TagOp *t, PyObject *checks)
+{
+    if (!PyTuple_Check(checks))
+        return 0; /* no checks: _is_default is called */
+    PyTypeObject *cls = t->value.program->cls;
+    t->n_empty = PyTuple_GET_SIZE(checks);
+    t->empty = PyMem_Calloc((size_t)t->n_empty + 1, sizeof(CheckOp));
+    if (t->empty == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < t->n_empty; i++) {
+        PyObject *op = PyTuple_GET_ITEM(checks, i);
+        if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) != 3) {
+            PyErr_Format(PyExc_TypeError, "an empty-struct check is (slot, how, default), not %R", op);
+            return -1;
+        }
+        if (slot_offset(cls, PyTuple_GET_ITEM(op, 0), &t->empty[i].offset) < 0
+                || parse_how(PyTuple_GET_ITEM(op, 1), &t->empty[i].how) < 0)
+            return -1;
+        t->empty[i].constant = Py_NewRef(PyTuple_GET_ITEM(op, 2));
+    }
+    return 0;
+}
+
 static int
 build_program(PyObject *t, Program *p)
 {
@@ -707,6 +770,9 @@ build_program(PyObject *t, Program *p)
                 || parse_how(PyTuple_GET_ITEM(op, 3), &p->tags[i].how) < 0)
             return -1;
         p->tags[i].constant = Py_NewRef(PyTuple_GET_ITEM(op, 4));
+        if (p->tags[i].how == H_STRUCT && p->tags[i].value.kind == K_STRUCT
+                && parse_empty(&p->tags[i], p->tags[i].constant) < 0)
+            return -1;
         p->depth = Py_MAX(p->depth, 1 + value_depth(&p->tags[i].value));
     }
     PyObject *unknown = PyUnicode_FromString("unknown_tags");

@@ -4178,7 +4178,7 @@ _E_FetchRequest_v15 = (
     ),
     (
         (0, 'cluster_id', ('string', 3), 'null', None),
-        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
     ),
 )
 
@@ -4226,7 +4226,7 @@ _E_FetchRequest_v17 = (
     ),
     (
         (0, 'cluster_id', ('string', 3), 'null', None),
-        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
     ),
 )
 
@@ -4275,7 +4275,7 @@ _E_FetchRequest_v18 = (
     ),
     (
         (0, 'cluster_id', ('string', 3), 'null', None),
-        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
     ),
 )
 
@@ -4325,7 +4325,7 @@ _E_FetchRequest_v19 = (
     ),
     (
         (0, 'cluster_id', ('string', 3), 'null', None),
-        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
     ),
 )
 

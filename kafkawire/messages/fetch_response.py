@@ -2676,9 +2676,9 @@ _E_PartitionData_v12 = (
     ),
     (),
     (
-        (0, '_diverging_epoch', ('struct', 0, _E_EpochEndOffset_v12), 'struct', None),
-        (1, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v12), 'struct', None),
-        (2, '_snapshot_id', ('struct', 0, _E_SnapshotId_v12), 'struct', None),
+        (0, '_diverging_epoch', ('struct', 0, _E_EpochEndOffset_v12), 'struct', (('epoch', 'eq', -1), ('end_offset', 'eq', -1), )),
+        (1, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v12), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), )),
+        (2, '_snapshot_id', ('struct', 0, _E_SnapshotId_v12), 'struct', (('end_offset', 'eq', -1), ('epoch', 'eq', -1), )),
     ),
 )
 

@@ -1030,7 +1030,7 @@ _E_PartitionSnapshot_v0 = (
     ),
     (),
     (
-        (0, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v0), 'struct', None),
+        (0, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v0), 'struct', (('leader_id', 'eq', 0), ('leader_epoch', 'eq', 0), )),
     ),
 )
 

@@ -2416,7 +2416,7 @@ _E_PartitionProduceResponse_v10 = (
     ),
     (),
     (
-        (0, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v10), 'struct', None),
+        (0, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v10), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), )),
     ),
 )
 

@@ -301,7 +301,7 @@ _E_UpdateRaftVoterResponse_v0 = (
     ),
     (),
     (
-        (0, '_current_leader', ('struct', 0, _E_CurrentLeader_v0), 'struct', None),
+        (0, '_current_leader', ('struct', 0, _E_CurrentLeader_v0), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), ('host', 'eq', ''), ('port', 'eq', 0), )),
     ),
 )
 

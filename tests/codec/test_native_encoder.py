@@ -336,3 +336,25 @@ def test_response_parts_keep_file_slices_separate():
         assert int.from_bytes(parts[0][:4], "big") == sum(map(len, parts)) - 4
         with pytest.raises(TypeError):
             encode_response(1, version, 5, response)  # a file slice cannot be joined into bytes
+
+
+def test_tagged_structs_left_at_their_default_are_not_written():
+    """A tagged struct defaulting to an empty one is written only when it is not empty: the encoder
+    checks its fields itself (the writers call _is_default)."""
+    fetch = messages.message_class("FetchResponse")
+    leader_class = type(fetch.PartitionData().current_leader)
+    partition = fetch.PartitionData(partition_index=1, records=b"")
+    response = fetch(responses=[fetch.FetchableTopicResponse(topic="t", partitions=[partition])])
+    empty = native.python_encode(response, 12)
+    partition.current_leader  # builds the default (an empty struct)
+    cases = [("leader_id", 5), ("leader_epoch", 0), ("unknown_tags", {7: b"x"}), ("unknown_tags", {}),
+             ("leader_id", 2**40), ("leader_id", "x")]
+    for attr, value in cases:
+        leader = leader_class()
+        setattr(leader, attr, value)
+        partition.current_leader = leader
+        assert_same_outcome(response, 12, f"current_leader.{attr} = {value!r}")
+    partition.current_leader = leader_class()
+    assert response.encode(12) == empty
+    partition.current_leader = type("Mine", (leader_class,), {"__slots__": ()})()
+    assert_same_outcome(response, 12, "a subclass")
