@@ -6,6 +6,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     # The native decoder of the generated codecs (kafkawire/codec/native.py).
     Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"], optional=True),
+    # The native encoder of the generated codecs (kafkawire/codec/native.py).
+    Extension("kafkawire.codec._encoder", ["kafkawire/codec/_encoder.c"], optional=True),
     # RecordBatch.rows' per-record loop (kafkawire/records/batch.py).
     Extension("kafkawire.records._rows", ["kafkawire/records/_rows.c"], optional=True),
     # RecordAppender.append, a producer's per-record write (kafkawire/records/appender.py).

@@ -38,6 +38,8 @@ def _flags(v: ValueType, tagged_struct: bool = False) -> int:
 class ProgramWriter:
     """Writes the programs of one module; identical programs of a struct share one name."""
 
+    PREFIX = "_P"
+
     def __init__(self, layouts: dict[tuple[str, int], StructLayout]):
         self.layouts = layouts
         self.names: dict[tuple[str, int], str] = {}
@@ -52,7 +54,7 @@ class ProgramWriter:
         text = self._program(self.layouts[key])
         name = self._by_text.get((struct, text))
         if name is None:
-            name = f"_P_{struct}_v{version}"
+            name = f"{self.PREFIX}_{struct}_v{version}"
             self._by_text[(struct, text)] = name
             self.lines.append(f"{name} = {text}")
         self.names[key] = name
@@ -68,7 +70,7 @@ class ProgramWriter:
         if laid.flexible:
             defaults += [f"({t.slot!r}, {_constant(t.default, t.spec.type.kind)})" for t in laid.tagged]
             tagged = [f"({t.tag}, {t.slot!r}, {self._value(t.value, tagged_struct=True)})" for t in laid.tagged]
-        parts = [f"    {laid.struct.name}, {laid.flexible}", _block(fields), _block(defaults), _block(tagged)]
+        parts = [f"    {laid.struct.name}, {laid.flexible}", block(fields), block(defaults), block(tagged)]
         return "(\n" + ",\n".join(parts) + ",\n)"
 
     def _value(self, v: ValueType, tagged_struct: bool = False) -> str:
@@ -90,7 +92,7 @@ def _constant(default, kind: str) -> str:
     return "None" if default is NULL else python_literal(default, kind)
 
 
-def _block(items: list[str]) -> str:
+def block(items: list[str]) -> str:
     """A tuple literal, one item a line, indented inside the program's parentheses."""
     if not items:
         return "    ()"

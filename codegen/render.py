@@ -14,6 +14,7 @@ import jinja2
 from .defaults import NULL, parse_default
 from .layout import layout, python_literal, slot_name
 from .model import PYTHON_TYPES, FieldSpec, FieldType, MessageSpec, StructSpec, snake_case
+from .encode_programs import render_encode_programs
 from .programs import render_programs
 from .message_schema import message_schema, python_literal as schema_literal
 
@@ -194,6 +195,7 @@ class ModuleRenderer:
         compact_arrays = sorted(set(re.findall(r"\b_ARRAYC_(\w+)\[", source)))
         self.classes = classes  # for render_stub
         program_lines, programs = render_programs(self._layouts, spec.name, spec.valid_versions)
+        encode_lines, encode_programs = render_encode_programs(self._layouts, spec.name, spec.valid_versions)
         module = self.env.get_template("module.py.j2").render(
             spec=spec,
             classes=classes,
@@ -205,6 +207,8 @@ class ModuleRenderer:
             writers=writers,
             program_lines=program_lines,
             programs=programs,
+            encode_lines=encode_lines,
+            encode_programs=encode_programs,
         )
         return add_field_lines(module)
 

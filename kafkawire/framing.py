@@ -16,7 +16,8 @@ and writes those frames without touching sockets:
 - ``Correlator``: one connection's client side, pairing each response with its request.
 
 A *frame* here is the bytes after the size prefix; the ``encode_*`` functions return the size prefix
-and the frame together, ready to send.
+and the frame together, ready to send. With the native encoder they write the size prefix, header and
+body in one allocation; otherwise the Python writers write each and the pieces are joined.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, cast
 
+from .codec.native import encode_frame as _native_frame, encode_frame_parts as _native_frame_parts
 from .errors import DecodeError
 from .messages import ApiKey
 from .messages import api as _api
@@ -178,7 +180,11 @@ def encode_request(header: RequestHeader, body: Message) -> bytes:
     """A request frame with its size prefix, the header version chosen from the API and version."""
     info = _api(header.request_api_key)
     version = header.request_api_version
-    payload = header.encode(info.request_header_version(version)) + body.encode(version)
+    header_version = info.request_header_version(version)
+    data = _native_frame(header, header_version, body, version)
+    if data is not None:
+        return data
+    payload = header.encode(header_version) + body.encode(version)
     return frame(payload)
 
 
@@ -233,16 +239,25 @@ def _refuse_trailing(body: Message, frame_bytes: Bytes, trailing: int) -> None:
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message,
                     header_tags: dict[int, bytes] | None = None) -> bytes:
     """A response frame with its size prefix."""
+    header = response_header_class()(correlation_id=correlation_id, unknown_tags=header_tags)
+    data = _native_frame(header, _api(api_key).response_header_version(api_version), body, api_version)
+    if data is not None:
+        return data
     return b"".join(encode_response_parts(api_key, api_version, correlation_id, body, header_tags))
 
 
 def encode_response_parts(api_key: int, api_version: int, correlation_id: int, body: Message,
                           header_tags: dict[int, bytes] | None = None) -> list[Bytes]:
     """The response frame as a list of pieces (size prefix and header first, then ``body.encode_parts``):
-    the body's ``bytes`` and ``records`` values stay pieces of their own, for writes that do not copy them."""
+    the body's ``records`` values stay pieces of their own, for writes that do not copy them (sendfile
+    of a file slice); the bytes around them are written natively in one allocation where possible."""
     info = _api(api_key)
     header = response_header_class()(correlation_id=correlation_id, unknown_tags=header_tags)
-    head = header.encode(info.response_header_version(api_version))
+    header_version = info.response_header_version(api_version)
+    parts = _native_frame_parts(header, header_version, body, api_version)
+    if parts is not None:
+        return parts
+    head = header.encode(header_version)
     parts = body.encode_parts(api_version)
     size = len(head) + sum(map(len, parts))
     parts[:0] = (_SIZE.pack(size) + head,)

@@ -15,7 +15,14 @@ from ..errors import DecodeError, EncodeError, UnsupportedVersionError
 TYPE_CHECKING = False  # what typing.TYPE_CHECKING is, without importing typing where codecs load
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Self
+    from typing import Any, Protocol, Self
+
+    class NativeEncoder(Protocol):
+        """A version's native encoder (kafkawire/codec/_encoder.c); None: the Python writer's turn."""
+
+        def encode(self, message: Message, /) -> bytes | None: ...
+        def encode_parts(self, message: Message, /) -> list[Bytes] | None: ...
+        def encode_into(self, message: Message, buf: bytearray | memoryview, offset: int, /) -> int | None: ...
 
 # A ``bytes`` or ``records`` field's value: what the constructor takes and encode writes. Decode gives
 # memoryview slices of its input.
@@ -79,6 +86,7 @@ class Message(Struct):
     FLEXIBLE_VERSIONS: tuple[int, int] | None = None
     _READERS: dict[int, Callable[..., tuple[Any, int]]] = {}
     _WRITERS: dict[int, Callable[..., None]] = {}
+    _ENCODERS: dict[int, NativeEncoder] = {}  # the native encoders by version (codec/native.py), if built
 
     @classmethod
     def decode(cls, buf: Bytes, version: int, exact: bool = False) -> Self:
@@ -109,15 +117,47 @@ class Message(Struct):
 
     def encode(self, version: int) -> bytes:
         """The body of this message written at ``version``."""
-        return b"".join(self.encode_parts(version))
+        encoder = self._ENCODERS.get(version)
+        if encoder is not None:
+            data = encoder.encode(self)
+            if data is not None:
+                return data
+        return b"".join(self._python_parts(version))
 
     def encode_parts(self, version: int) -> list[Bytes]:
         """The body written at ``version`` as the list of pieces ``encode`` joins, in order.
 
-        ``bytes`` and ``records`` values are pieces of their own, exactly the objects the message
-        holds (only their ``len()`` is taken), so a caller can send a large one without copying it:
-        vectored writes, or ``sendfile`` for an object that stands for a slice of a file.
+        ``records`` values are pieces of their own, exactly the objects the message holds (only their
+        ``len()`` is taken), so a caller can send a large one without copying it: vectored writes, or
+        ``sendfile`` for an object that stands for a slice of a file. (The Python writers keep
+        ``bytes`` values as pieces too; the native encoder copies them into the pieces around them.)
         """
+        encoder = self._ENCODERS.get(version)
+        if encoder is not None:
+            parts = encoder.encode_parts(self)
+            if parts is not None:
+                return parts
+        return self._python_parts(version)
+
+    def encode_into(self, buf: bytearray | memoryview, version: int, offset: int = 0) -> int:
+        """Write the body at ``version`` into the writable buffer ``buf`` at ``offset``; returns the
+        offset just after it. ValueError if it does not fit (the buffer is never grown)."""
+        encoder = self._ENCODERS.get(version)
+        if encoder is not None:
+            end = encoder.encode_into(self, buf, offset)
+            if end is not None:
+                return end
+        data = self.encode(version)  # raises as the writers do; else the body did not fit
+        target = memoryview(buf)
+        end = offset + len(data)
+        if offset < 0 or end > target.nbytes:
+            raise ValueError(f"a body of {len(data)} bytes does not fit at offset {offset} of a "
+                             f"{target.nbytes}-byte buffer")
+        target.cast("B")[offset:end] = data
+        return end
+
+    def _python_parts(self, version: int) -> list[Bytes]:
+        """encode_parts by the generated Python writer (the native encoder's fallback and reference)."""
         writer = self._WRITERS.get(version)
         if writer is None:
             raise UnsupportedVersionError(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -743,6 +743,93 @@ _install_native(AddPartitionsToTxnRequest, {
     3: _P_AddPartitionsToTxnRequest_v3,
     4: _P_AddPartitionsToTxnRequest_v4,
     5: _P_AddPartitionsToTxnRequest_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AddPartitionsToTxnTopic_v0 = (
+    AddPartitionsToTxnTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnRequest_v0 = (
+    AddPartitionsToTxnRequest, False,
+    (
+        ('v3_and_below_transactional_id', ('string', 0)),
+        ('v3_and_below_producer_id', ('int64', 0)),
+        ('v3_and_below_producer_epoch', ('int16', 0)),
+        ('v3_and_below_topics', ('array', 0, 6, ('struct', 0, _E_AddPartitionsToTxnTopic_v0))),
+    ),
+    (
+        ('transactions', 'empty', None),
+    ),
+    (),
+)
+
+_E_AddPartitionsToTxnTopic_v3 = (
+    AddPartitionsToTxnTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnRequest_v3 = (
+    AddPartitionsToTxnRequest, True,
+    (
+        ('v3_and_below_transactional_id', ('string', 1)),
+        ('v3_and_below_producer_id', ('int64', 0)),
+        ('v3_and_below_producer_epoch', ('int16', 0)),
+        ('v3_and_below_topics', ('array', 1, 3, ('struct', 0, _E_AddPartitionsToTxnTopic_v3))),
+    ),
+    (
+        ('transactions', 'empty', None),
+    ),
+    (),
+)
+
+_E_AddPartitionsToTxnTransaction_v4 = (
+    AddPartitionsToTxnTransaction, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('verify_only', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_AddPartitionsToTxnTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnRequest_v4 = (
+    AddPartitionsToTxnRequest, True,
+    (
+        ('transactions', ('array', 1, 14, ('struct', 0, _E_AddPartitionsToTxnTransaction_v4))),
+    ),
+    (
+        ('v3_and_below_transactional_id', 'eq', ''),
+        ('v3_and_below_producer_id', 'eq', 0),
+        ('v3_and_below_producer_epoch', 'eq', 0),
+        ('v3_and_below_topics', 'empty', None),
+    ),
+    (),
+)
+
+_install_encoder(AddPartitionsToTxnRequest, {
+    0: _E_AddPartitionsToTxnRequest_v0,
+    1: _E_AddPartitionsToTxnRequest_v0,
+    2: _E_AddPartitionsToTxnRequest_v0,
+    3: _E_AddPartitionsToTxnRequest_v3,
+    4: _E_AddPartitionsToTxnRequest_v4,
+    5: _E_AddPartitionsToTxnRequest_v4,
 })
 
 _FIELDS_AT = _FieldLines(

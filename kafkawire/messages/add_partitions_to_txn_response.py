@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -776,6 +776,105 @@ _install_native(AddPartitionsToTxnResponse, {
     3: _P_AddPartitionsToTxnResponse_v3,
     4: _P_AddPartitionsToTxnResponse_v4,
     5: _P_AddPartitionsToTxnResponse_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AddPartitionsToTxnPartitionResult_v0 = (
+    AddPartitionsToTxnPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnTopicResult_v0 = (
+    AddPartitionsToTxnTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('results_by_partition', ('array', 0, 6, ('struct', 0, _E_AddPartitionsToTxnPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnResponse_v0 = (
+    AddPartitionsToTxnResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results_by_topic_v3_and_below', ('array', 0, 6, ('struct', 0, _E_AddPartitionsToTxnTopicResult_v0))),
+    ),
+    (
+        ('results_by_transaction', 'empty', None),
+    ),
+    (),
+)
+
+_E_AddPartitionsToTxnPartitionResult_v3 = (
+    AddPartitionsToTxnPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnTopicResult_v3 = (
+    AddPartitionsToTxnTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('results_by_partition', ('array', 1, 7, ('struct', 0, _E_AddPartitionsToTxnPartitionResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnResponse_v3 = (
+    AddPartitionsToTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results_by_topic_v3_and_below', ('array', 1, 3, ('struct', 0, _E_AddPartitionsToTxnTopicResult_v3))),
+    ),
+    (
+        ('results_by_transaction', 'empty', None),
+    ),
+    (),
+)
+
+_E_AddPartitionsToTxnResult_v4 = (
+    AddPartitionsToTxnResult, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('topic_results', ('array', 1, 3, ('struct', 0, _E_AddPartitionsToTxnTopicResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_AddPartitionsToTxnResponse_v4 = (
+    AddPartitionsToTxnResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results_by_transaction', ('array', 1, 3, ('struct', 0, _E_AddPartitionsToTxnResult_v4))),
+    ),
+    (
+        ('results_by_topic_v3_and_below', 'empty', None),
+    ),
+    (),
+)
+
+_install_encoder(AddPartitionsToTxnResponse, {
+    0: _E_AddPartitionsToTxnResponse_v0,
+    1: _E_AddPartitionsToTxnResponse_v0,
+    2: _E_AddPartitionsToTxnResponse_v0,
+    3: _E_AddPartitionsToTxnResponse_v3,
+    4: _E_AddPartitionsToTxnResponse_v4,
+    5: _E_AddPartitionsToTxnResponse_v4,
 })
 
 _FIELDS_AT = _FieldLines(

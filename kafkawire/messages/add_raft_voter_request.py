@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -523,6 +523,54 @@ _P_AddRaftVoterRequest_v1 = (
 _install_native(AddRaftVoterRequest, {
     0: _P_AddRaftVoterRequest_v0,
     1: _P_AddRaftVoterRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AddRaftVoterRequest_v0 = (
+    AddRaftVoterRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('timeout_ms', ('int32', 0)),
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _E_Listener_v0))),
+    ),
+    (
+        ('ack_when_committed', 'eq', True),
+    ),
+    (),
+)
+
+_E_AddRaftVoterRequest_v1 = (
+    AddRaftVoterRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('timeout_ms', ('int32', 0)),
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _E_Listener_v0))),
+        ('ack_when_committed', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AddRaftVoterRequest, {
+    0: _E_AddRaftVoterRequest_v0,
+    1: _E_AddRaftVoterRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -734,6 +734,96 @@ _P_AlterClientQuotasRequest_v1 = (
 _install_native(AlterClientQuotasRequest, {
     0: _P_AlterClientQuotasRequest_v0,
     1: _P_AlterClientQuotasRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_OpData_v0 = (
+    OpData, False,
+    (
+        ('key', ('string', 0)),
+        ('value', ('float64', 0)),
+        ('remove', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('entity', ('array', 0, 4, ('struct', 0, _E_EntityData_v0))),
+        ('ops', ('array', 0, 11, ('struct', 0, _E_OpData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterClientQuotasRequest_v0 = (
+    AlterClientQuotasRequest, False,
+    (
+        ('entries', ('array', 0, 8, ('struct', 0, _E_EntryData_v0))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_OpData_v1 = (
+    OpData, True,
+    (
+        ('key', ('string', 1)),
+        ('value', ('float64', 0)),
+        ('remove', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('entity', ('array', 1, 3, ('struct', 0, _E_EntityData_v1))),
+        ('ops', ('array', 1, 11, ('struct', 0, _E_OpData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterClientQuotasRequest_v1 = (
+    AlterClientQuotasRequest, True,
+    (
+        ('entries', ('array', 1, 3, ('struct', 0, _E_EntryData_v1))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterClientQuotasRequest, {
+    0: _E_AlterClientQuotasRequest_v0,
+    1: _E_AlterClientQuotasRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

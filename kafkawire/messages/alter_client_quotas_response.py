@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -606,6 +606,76 @@ _P_AlterClientQuotasResponse_v1 = (
 _install_native(AlterClientQuotasResponse, {
     0: _P_AlterClientQuotasResponse_v0,
     1: _P_AlterClientQuotasResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('entity', ('array', 0, 4, ('struct', 0, _E_EntityData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterClientQuotasResponse_v0 = (
+    AlterClientQuotasResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('entries', ('array', 0, 8, ('struct', 0, _E_EntryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('entity', ('array', 1, 3, ('struct', 0, _E_EntityData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterClientQuotasResponse_v1 = (
+    AlterClientQuotasResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('entries', ('array', 1, 5, ('struct', 0, _E_EntryData_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterClientQuotasResponse, {
+    0: _E_AlterClientQuotasResponse_v0,
+    1: _E_AlterClientQuotasResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

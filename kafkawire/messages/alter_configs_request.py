@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -603,6 +603,77 @@ _install_native(AlterConfigsRequest, {
     0: _P_AlterConfigsRequest_v0,
     1: _P_AlterConfigsRequest_v0,
     2: _P_AlterConfigsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AlterableConfig_v0 = (
+    AlterableConfig, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsResource_v0 = (
+    AlterConfigsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 4, ('struct', 0, _E_AlterableConfig_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsRequest_v0 = (
+    AlterConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _E_AlterConfigsResource_v0))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterableConfig_v2 = (
+    AlterableConfig, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsResource_v2 = (
+    AlterConfigsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configs', ('array', 1, 3, ('struct', 0, _E_AlterableConfig_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsRequest_v2 = (
+    AlterConfigsRequest, True,
+    (
+        ('resources', ('array', 1, 4, ('struct', 0, _E_AlterConfigsResource_v2))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterConfigsRequest, {
+    0: _E_AlterConfigsRequest_v0,
+    1: _E_AlterConfigsRequest_v0,
+    2: _E_AlterConfigsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -428,6 +428,59 @@ _install_native(AlterConfigsResponse, {
     0: _P_AlterConfigsResponse_v0,
     1: _P_AlterConfigsResponse_v0,
     2: _P_AlterConfigsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AlterConfigsResourceResponse_v0 = (
+    AlterConfigsResourceResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsResponse_v0 = (
+    AlterConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 7, ('struct', 0, _E_AlterConfigsResourceResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsResourceResponse_v2 = (
+    AlterConfigsResourceResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterConfigsResponse_v2 = (
+    AlterConfigsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 6, ('struct', 0, _E_AlterConfigsResourceResponse_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterConfigsResponse, {
+    0: _E_AlterConfigsResponse_v0,
+    1: _E_AlterConfigsResponse_v0,
+    2: _E_AlterConfigsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -534,6 +534,57 @@ _P_AlterPartitionReassignmentsRequest_v1 = (
 _install_native(AlterPartitionReassignmentsRequest, {
     0: _P_AlterPartitionReassignmentsRequest_v0,
     1: _P_AlterPartitionReassignmentsRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ReassignablePartition_v0 = (
+    ReassignablePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replicas', ('array', 3, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ReassignableTopic_v0 = (
+    ReassignableTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 6, ('struct', 0, _E_ReassignablePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterPartitionReassignmentsRequest_v0 = (
+    AlterPartitionReassignmentsRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_ReassignableTopic_v0))),
+    ),
+    (
+        ('allow_replication_factor_change', 'eq', True),
+    ),
+    (),
+)
+
+_E_AlterPartitionReassignmentsRequest_v1 = (
+    AlterPartitionReassignmentsRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('allow_replication_factor_change', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_ReassignableTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterPartitionReassignmentsRequest, {
+    0: _E_AlterPartitionReassignmentsRequest_v0,
+    1: _E_AlterPartitionReassignmentsRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -371,6 +371,50 @@ _P_AlterPartitionResponse_v2 = (
 _install_native(AlterPartitionResponse, {
     2: _P_AlterPartitionResponse_v2,
     3: _P_AlterPartitionResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v2 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('isr', ('array', 1, 4, ('int32', 0))),
+        ('leader_recovery_state', ('int8', 0)),
+        ('partition_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 21, ('struct', 0, _E_PartitionData_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterPartitionResponse_v2 = (
+    AlterPartitionResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_TopicData_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterPartitionResponse, {
+    2: _E_AlterPartitionResponse_v2,
+    3: _E_AlterPartitionResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -546,6 +546,72 @@ _P_AlterReplicaLogDirsRequest_v2 = (
 _install_native(AlterReplicaLogDirsRequest, {
     1: _P_AlterReplicaLogDirsRequest_v1,
     2: _P_AlterReplicaLogDirsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AlterReplicaLogDirTopic_v1 = (
+    AlterReplicaLogDirTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDir_v1 = (
+    AlterReplicaLogDir, False,
+    (
+        ('path', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_AlterReplicaLogDirTopic_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirsRequest_v1 = (
+    AlterReplicaLogDirsRequest, False,
+    (
+        ('dirs', ('array', 0, 6, ('struct', 0, _E_AlterReplicaLogDir_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirTopic_v2 = (
+    AlterReplicaLogDirTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDir_v2 = (
+    AlterReplicaLogDir, True,
+    (
+        ('path', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_AlterReplicaLogDirTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirsRequest_v2 = (
+    AlterReplicaLogDirsRequest, True,
+    (
+        ('dirs', ('array', 1, 3, ('struct', 0, _E_AlterReplicaLogDir_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterReplicaLogDirsRequest, {
+    1: _E_AlterReplicaLogDirsRequest_v1,
+    2: _E_AlterReplicaLogDirsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -475,6 +475,74 @@ _P_AlterReplicaLogDirsResponse_v2 = (
 _install_native(AlterReplicaLogDirsResponse, {
     1: _P_AlterReplicaLogDirsResponse_v1,
     2: _P_AlterReplicaLogDirsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AlterReplicaLogDirPartitionResult_v1 = (
+    AlterReplicaLogDirPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirTopicResult_v1 = (
+    AlterReplicaLogDirTopicResult, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _E_AlterReplicaLogDirPartitionResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirsResponse_v1 = (
+    AlterReplicaLogDirsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 6, ('struct', 0, _E_AlterReplicaLogDirTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirPartitionResult_v2 = (
+    AlterReplicaLogDirPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirTopicResult_v2 = (
+    AlterReplicaLogDirTopicResult, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_AlterReplicaLogDirPartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterReplicaLogDirsResponse_v2 = (
+    AlterReplicaLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 3, ('struct', 0, _E_AlterReplicaLogDirTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterReplicaLogDirsResponse, {
+    1: _E_AlterReplicaLogDirsResponse_v1,
+    2: _E_AlterReplicaLogDirsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -362,6 +362,43 @@ _P_AlterShareGroupOffsetsRequest_v0 = (
 
 _install_native(AlterShareGroupOffsetsRequest, {
     0: _P_AlterShareGroupOffsetsRequest_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AlterShareGroupOffsetsRequestPartition_v0 = (
+    AlterShareGroupOffsetsRequestPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_AlterShareGroupOffsetsRequestTopic_v0 = (
+    AlterShareGroupOffsetsRequestTopic, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 13, ('struct', 0, _E_AlterShareGroupOffsetsRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AlterShareGroupOffsetsRequest_v0 = (
+    AlterShareGroupOffsetsRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_AlterShareGroupOffsetsRequestTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AlterShareGroupOffsetsRequest, {
+    0: _E_AlterShareGroupOffsetsRequest_v0,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -789,6 +789,98 @@ _install_native(ApiVersionsResponse, {
     2: _P_ApiVersionsResponse_v1,
     3: _P_ApiVersionsResponse_v3,
     4: _P_ApiVersionsResponse_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ApiVersion_v0 = (
+    ApiVersion, False,
+    (
+        ('api_key', ('int16', 0)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ApiVersionsResponse_v0 = (
+    ApiVersionsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 0, 6, ('struct', 0, _E_ApiVersion_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ApiVersionsResponse_v1 = (
+    ApiVersionsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 0, 6, ('struct', 0, _E_ApiVersion_v0))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ApiVersion_v3 = (
+    ApiVersion, True,
+    (
+        ('api_key', ('int16', 0)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_SupportedFeatureKey_v3 = (
+    SupportedFeatureKey, True,
+    (
+        ('name', ('string', 1)),
+        ('min_version', ('int16', 0)),
+        ('max_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_FinalizedFeatureKey_v3 = (
+    FinalizedFeatureKey, True,
+    (
+        ('name', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('min_version_level', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ApiVersionsResponse_v3 = (
+    ApiVersionsResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('api_keys', ('array', 1, 7, ('struct', 0, _E_ApiVersion_v3))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'supported_features', ('array', 1, 6, ('struct', 0, _E_SupportedFeatureKey_v3)), 'empty', None),
+        (1, 'finalized_features_epoch', ('int64', 0), 'eq', -1),
+        (2, 'finalized_features', ('array', 1, 6, ('struct', 0, _E_FinalizedFeatureKey_v3)), 'empty', None),
+        (3, 'zk_migration_ready', ('bool', 0), 'eq', False),
+    ),
+)
+
+_install_encoder(ApiVersionsResponse, {
+    0: _E_ApiVersionsResponse_v0,
+    1: _E_ApiVersionsResponse_v1,
+    2: _E_ApiVersionsResponse_v1,
+    3: _E_ApiVersionsResponse_v3,
+    4: _E_ApiVersionsResponse_v3,
 })
 
 _FIELDS_AT = _FieldLines(

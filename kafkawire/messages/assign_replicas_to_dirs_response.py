@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -408,6 +408,54 @@ _P_AssignReplicasToDirsResponse_v0 = (
 
 _install_native(AssignReplicasToDirsResponse, {
     0: _P_AssignReplicasToDirsResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DirectoryData_v0 = (
+    DirectoryData, True,
+    (
+        ('id', ('uuid', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_AssignReplicasToDirsResponse_v0 = (
+    AssignReplicasToDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('directories', ('array', 1, 18, ('struct', 0, _E_DirectoryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(AssignReplicasToDirsResponse, {
+    0: _E_AssignReplicasToDirsResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

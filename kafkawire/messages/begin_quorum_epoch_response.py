@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -688,6 +688,93 @@ _P_BeginQuorumEpochResponse_v1 = (
 _install_native(BeginQuorumEpochResponse, {
     0: _P_BeginQuorumEpochResponse_v0,
     1: _P_BeginQuorumEpochResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_BeginQuorumEpochResponse_v0 = (
+    BeginQuorumEpochResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _E_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_BeginQuorumEpochResponse_v1 = (
+    BeginQuorumEpochResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v1))),
+    ),
+    (),
+    (
+        (0, 'node_endpoints', ('array', 1, 8, ('struct', 0, _E_NodeEndpoint_v1)), 'empty', None),
+    ),
+)
+
+_install_encoder(BeginQuorumEpochResponse, {
+    0: _E_BeginQuorumEpochResponse_v0,
+    1: _E_BeginQuorumEpochResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

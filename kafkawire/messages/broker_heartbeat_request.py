@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -449,6 +449,64 @@ _install_native(BrokerHeartbeatRequest, {
     0: _P_BrokerHeartbeatRequest_v0,
     1: _P_BrokerHeartbeatRequest_v1,
     2: _P_BrokerHeartbeatRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_BrokerHeartbeatRequest_v0 = (
+    BrokerHeartbeatRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('current_metadata_offset', ('int64', 0)),
+        ('want_fence', ('bool', 0)),
+        ('want_shut_down', ('bool', 0)),
+    ),
+    (
+        ('offline_log_dirs', 'empty', None),
+        ('cordoned_log_dirs', 'null', None),
+    ),
+    (),
+)
+
+_E_BrokerHeartbeatRequest_v1 = (
+    BrokerHeartbeatRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('current_metadata_offset', ('int64', 0)),
+        ('want_fence', ('bool', 0)),
+        ('want_shut_down', ('bool', 0)),
+    ),
+    (
+        ('cordoned_log_dirs', 'null', None),
+    ),
+    (
+        (0, 'offline_log_dirs', ('array', 1, 16, ('uuid', 0)), 'empty', None),
+    ),
+)
+
+_E_BrokerHeartbeatRequest_v2 = (
+    BrokerHeartbeatRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('broker_epoch', ('int64', 0)),
+        ('current_metadata_offset', ('int64', 0)),
+        ('want_fence', ('bool', 0)),
+        ('want_shut_down', ('bool', 0)),
+    ),
+    (),
+    (
+        (0, 'offline_log_dirs', ('array', 1, 16, ('uuid', 0)), 'empty', None),
+        (1, 'cordoned_log_dirs', ('array', 3, 16, ('uuid', 0)), 'null', None),
+    ),
+)
+
+_install_encoder(BrokerHeartbeatRequest, {
+    0: _E_BrokerHeartbeatRequest_v0,
+    1: _E_BrokerHeartbeatRequest_v1,
+    2: _E_BrokerHeartbeatRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1488,6 +1488,104 @@ _install_native(BrokerRegistrationRequest, {
     2: _P_BrokerRegistrationRequest_v2,
     3: _P_BrokerRegistrationRequest_v3,
     4: _P_BrokerRegistrationRequest_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_Listener_v0 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+        ('security_protocol', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_Feature_v0 = (
+    Feature, True,
+    (
+        ('name', ('string', 1)),
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_BrokerRegistrationRequest_v0 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _E_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _E_Feature_v0))),
+        ('rack', ('string', 3)),
+    ),
+    (
+        ('is_migrating_zk_broker', 'eq', False),
+    ),
+    (),
+)
+
+_E_BrokerRegistrationRequest_v1 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _E_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _E_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_BrokerRegistrationRequest_v2 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _E_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _E_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+        ('log_dirs', ('array', 1, 16, ('uuid', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_BrokerRegistrationRequest_v3 = (
+    BrokerRegistrationRequest, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('cluster_id', ('string', 1)),
+        ('incarnation_id', ('uuid', 0)),
+        ('listeners', ('array', 1, 7, ('struct', 0, _E_Listener_v0))),
+        ('features', ('array', 1, 6, ('struct', 0, _E_Feature_v0))),
+        ('rack', ('string', 3)),
+        ('is_migrating_zk_broker', ('bool', 0)),
+        ('log_dirs', ('array', 1, 16, ('uuid', 0))),
+        ('previous_broker_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(BrokerRegistrationRequest, {
+    0: _E_BrokerRegistrationRequest_v0,
+    1: _E_BrokerRegistrationRequest_v1,
+    2: _E_BrokerRegistrationRequest_v2,
+    3: _E_BrokerRegistrationRequest_v3,
+    4: _E_BrokerRegistrationRequest_v3,
 })
 
 _FIELDS_AT = _FieldLines(

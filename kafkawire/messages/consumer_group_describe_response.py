@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1749,6 +1749,125 @@ _P_ConsumerGroupDescribeResponse_v1 = (
 _install_native(ConsumerGroupDescribeResponse, {
     0: _P_ConsumerGroupDescribeResponse_v0,
     1: _P_ConsumerGroupDescribeResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_Assignment_v0 = (
+    Assignment, True,
+    (
+        ('topic_partitions', ('array', 1, 19, ('struct', 0, _E_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_Member_v0 = (
+    Member, True,
+    (
+        ('member_id', ('string', 1)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('subscribed_topic_names', ('array', 1, 1, ('string', 1))),
+        ('subscribed_topic_regex', ('string', 3)),
+        ('_assignment', ('struct', 0, _E_Assignment_v0), 'assignment'),
+        ('_target_assignment', ('struct', 0, _E_Assignment_v0), 'target_assignment'),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v0 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_epoch', ('int32', 0)),
+        ('assignment_epoch', ('int32', 0)),
+        ('assignor_name', ('string', 1)),
+        ('members', ('array', 1, 16, ('struct', 0, _E_Member_v0))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerGroupDescribeResponse_v0 = (
+    ConsumerGroupDescribeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 20, ('struct', 0, _E_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_Member_v1 = (
+    Member, True,
+    (
+        ('member_id', ('string', 1)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('subscribed_topic_names', ('array', 1, 1, ('string', 1))),
+        ('subscribed_topic_regex', ('string', 3)),
+        ('_assignment', ('struct', 0, _E_Assignment_v0), 'assignment'),
+        ('_target_assignment', ('struct', 0, _E_Assignment_v0), 'target_assignment'),
+        ('member_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v1 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_epoch', ('int32', 0)),
+        ('assignment_epoch', ('int32', 0)),
+        ('assignor_name', ('string', 1)),
+        ('members', ('array', 1, 17, ('struct', 0, _E_Member_v1))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerGroupDescribeResponse_v1 = (
+    ConsumerGroupDescribeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 20, ('struct', 0, _E_DescribedGroup_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ConsumerGroupDescribeResponse, {
+    0: _E_ConsumerGroupDescribeResponse_v0,
+    1: _E_ConsumerGroupDescribeResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

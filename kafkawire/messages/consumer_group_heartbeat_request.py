@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -976,6 +976,61 @@ _P_ConsumerGroupHeartbeatRequest_v1 = (
 _install_native(ConsumerGroupHeartbeatRequest, {
     0: _P_ConsumerGroupHeartbeatRequest_v0,
     1: _P_ConsumerGroupHeartbeatRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TopicPartitions_v0 = (
+    TopicPartitions, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerGroupHeartbeatRequest_v0 = (
+    ConsumerGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+        ('server_assignor', ('string', 3)),
+        ('topic_partitions', ('array', 3, 18, ('struct', 0, _E_TopicPartitions_v0))),
+    ),
+    (
+        ('subscribed_topic_regex', 'null', None),
+    ),
+    (),
+)
+
+_E_ConsumerGroupHeartbeatRequest_v1 = (
+    ConsumerGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+        ('subscribed_topic_regex', ('string', 3)),
+        ('server_assignor', ('string', 3)),
+        ('topic_partitions', ('array', 3, 18, ('struct', 0, _E_TopicPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ConsumerGroupHeartbeatRequest, {
+    0: _E_ConsumerGroupHeartbeatRequest_v0,
+    1: _E_ConsumerGroupHeartbeatRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -637,6 +637,72 @@ _install_native(ConsumerProtocolSubscription, {
     1: _P_ConsumerProtocolSubscription_v1,
     2: _P_ConsumerProtocolSubscription_v2,
     3: _P_ConsumerProtocolSubscription_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ConsumerProtocolSubscription_v0 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicPartition_v1 = (
+    TopicPartition, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerProtocolSubscription_v1 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _E_TopicPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerProtocolSubscription_v2 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _E_TopicPartition_v1))),
+        ('generation_id', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ConsumerProtocolSubscription_v3 = (
+    ConsumerProtocolSubscription, False,
+    (
+        ('topics', ('array', 0, 2, ('string', 0))),
+        ('user_data', ('bytes', 2)),
+        ('owned_partitions', ('array', 0, 6, ('struct', 0, _E_TopicPartition_v1))),
+        ('generation_id', ('int32', 0)),
+        ('rack_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ConsumerProtocolSubscription, {
+    0: _E_ConsumerProtocolSubscription_v0,
+    1: _E_ConsumerProtocolSubscription_v1,
+    2: _E_ConsumerProtocolSubscription_v2,
+    3: _E_ConsumerProtocolSubscription_v3,
 })
 
 _FIELDS_AT = _FieldLines(

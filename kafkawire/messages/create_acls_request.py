@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -484,6 +484,63 @@ _install_native(CreateAclsRequest, {
     1: _P_CreateAclsRequest_v1,
     2: _P_CreateAclsRequest_v2,
     3: _P_CreateAclsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AclCreation_v1 = (
+    AclCreation, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('resource_pattern_type', ('int8', 0)),
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateAclsRequest_v1 = (
+    CreateAclsRequest, False,
+    (
+        ('creations', ('array', 0, 10, ('struct', 0, _E_AclCreation_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AclCreation_v2 = (
+    AclCreation, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('resource_pattern_type', ('int8', 0)),
+        ('principal', ('string', 1)),
+        ('host', ('string', 1)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateAclsRequest_v2 = (
+    CreateAclsRequest, True,
+    (
+        ('creations', ('array', 1, 8, ('struct', 0, _E_AclCreation_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateAclsRequest, {
+    1: _E_CreateAclsRequest_v1,
+    2: _E_CreateAclsRequest_v2,
+    3: _E_CreateAclsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -352,6 +352,55 @@ _install_native(CreateAclsResponse, {
     1: _P_CreateAclsResponse_v1,
     2: _P_CreateAclsResponse_v2,
     3: _P_CreateAclsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AclCreationResult_v1 = (
+    AclCreationResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateAclsResponse_v1 = (
+    CreateAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 4, ('struct', 0, _E_AclCreationResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AclCreationResult_v2 = (
+    AclCreationResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateAclsResponse_v2 = (
+    CreateAclsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 4, ('struct', 0, _E_AclCreationResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateAclsResponse, {
+    1: _E_CreateAclsResponse_v1,
+    2: _E_CreateAclsResponse_v2,
+    3: _E_CreateAclsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -621,6 +621,73 @@ _install_native(CreateDelegationTokenRequest, {
     1: _P_CreateDelegationTokenRequest_v1,
     2: _P_CreateDelegationTokenRequest_v2,
     3: _P_CreateDelegationTokenRequest_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CreatableRenewers_v1 = (
+    CreatableRenewers, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateDelegationTokenRequest_v1 = (
+    CreateDelegationTokenRequest, False,
+    (
+        ('renewers', ('array', 0, 4, ('struct', 0, _E_CreatableRenewers_v1))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (
+        ('owner_principal_type', 'eq', ''),
+        ('owner_principal_name', 'eq', ''),
+    ),
+    (),
+)
+
+_E_CreatableRenewers_v2 = (
+    CreatableRenewers, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateDelegationTokenRequest_v2 = (
+    CreateDelegationTokenRequest, True,
+    (
+        ('renewers', ('array', 1, 3, ('struct', 0, _E_CreatableRenewers_v2))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (
+        ('owner_principal_type', 'eq', ''),
+        ('owner_principal_name', 'eq', ''),
+    ),
+    (),
+)
+
+_E_CreateDelegationTokenRequest_v3 = (
+    CreateDelegationTokenRequest, True,
+    (
+        ('owner_principal_type', ('string', 3)),
+        ('owner_principal_name', ('string', 3)),
+        ('renewers', ('array', 1, 3, ('struct', 0, _E_CreatableRenewers_v2))),
+        ('max_lifetime_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateDelegationTokenRequest, {
+    1: _E_CreateDelegationTokenRequest_v1,
+    2: _E_CreateDelegationTokenRequest_v2,
+    3: _E_CreateDelegationTokenRequest_v3,
 })
 
 _FIELDS_AT = _FieldLines(

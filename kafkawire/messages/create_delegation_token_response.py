@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -714,6 +714,74 @@ _install_native(CreateDelegationTokenResponse, {
     1: _P_CreateDelegationTokenResponse_v1,
     2: _P_CreateDelegationTokenResponse_v2,
     3: _P_CreateDelegationTokenResponse_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CreateDelegationTokenResponse_v1 = (
+    CreateDelegationTokenResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 0)),
+        ('hmac', ('bytes', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('token_requester_principal_type', 'eq', ''),
+        ('token_requester_principal_name', 'eq', ''),
+    ),
+    (),
+)
+
+_E_CreateDelegationTokenResponse_v2 = (
+    CreateDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('token_requester_principal_type', 'eq', ''),
+        ('token_requester_principal_name', 'eq', ''),
+    ),
+    (),
+)
+
+_E_CreateDelegationTokenResponse_v3 = (
+    CreateDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+        ('token_requester_principal_type', ('string', 1)),
+        ('token_requester_principal_name', ('string', 1)),
+        ('issue_timestamp_ms', ('int64', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('max_timestamp_ms', ('int64', 0)),
+        ('token_id', ('string', 1)),
+        ('hmac', ('bytes', 1)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateDelegationTokenResponse, {
+    1: _E_CreateDelegationTokenResponse_v1,
+    2: _E_CreateDelegationTokenResponse_v2,
+    3: _E_CreateDelegationTokenResponse_v3,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -536,6 +536,78 @@ _install_native(CreatePartitionsRequest, {
     1: _P_CreatePartitionsRequest_v0,
     2: _P_CreatePartitionsRequest_v2,
     3: _P_CreatePartitionsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CreatePartitionsAssignment_v0 = (
+    CreatePartitionsAssignment, False,
+    (
+        ('broker_ids', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatePartitionsTopic_v0 = (
+    CreatePartitionsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('count', ('int32', 0)),
+        ('assignments', ('array', 2, 4, ('struct', 0, _E_CreatePartitionsAssignment_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatePartitionsRequest_v0 = (
+    CreatePartitionsRequest, False,
+    (
+        ('topics', ('array', 0, 10, ('struct', 0, _E_CreatePartitionsTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreatePartitionsAssignment_v2 = (
+    CreatePartitionsAssignment, True,
+    (
+        ('broker_ids', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatePartitionsTopic_v2 = (
+    CreatePartitionsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('count', ('int32', 0)),
+        ('assignments', ('array', 3, 2, ('struct', 0, _E_CreatePartitionsAssignment_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatePartitionsRequest_v2 = (
+    CreatePartitionsRequest, True,
+    (
+        ('topics', ('array', 1, 7, ('struct', 0, _E_CreatePartitionsTopic_v2))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreatePartitionsRequest, {
+    0: _E_CreatePartitionsRequest_v0,
+    1: _E_CreatePartitionsRequest_v0,
+    2: _E_CreatePartitionsRequest_v2,
+    3: _E_CreatePartitionsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

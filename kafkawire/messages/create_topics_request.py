@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -815,6 +815,106 @@ _install_native(CreateTopicsRequest, {
     5: _P_CreateTopicsRequest_v5,
     6: _P_CreateTopicsRequest_v5,
     7: _P_CreateTopicsRequest_v5,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CreatableReplicaAssignment_v2 = (
+    CreatableReplicaAssignment, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('broker_ids', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopicConfig_v2 = (
+    CreatableTopicConfig, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopic_v2 = (
+    CreatableTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('assignments', ('array', 0, 8, ('struct', 0, _E_CreatableReplicaAssignment_v2))),
+        ('configs', ('array', 0, 4, ('struct', 0, _E_CreatableTopicConfig_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_CreateTopicsRequest_v2 = (
+    CreateTopicsRequest, False,
+    (
+        ('topics', ('array', 0, 16, ('struct', 0, _E_CreatableTopic_v2))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableReplicaAssignment_v5 = (
+    CreatableReplicaAssignment, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('broker_ids', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopicConfig_v5 = (
+    CreatableTopicConfig, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopic_v5 = (
+    CreatableTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('assignments', ('array', 1, 6, ('struct', 0, _E_CreatableReplicaAssignment_v5))),
+        ('configs', ('array', 1, 3, ('struct', 0, _E_CreatableTopicConfig_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_CreateTopicsRequest_v5 = (
+    CreateTopicsRequest, True,
+    (
+        ('topics', ('array', 1, 10, ('struct', 0, _E_CreatableTopic_v5))),
+        ('timeout_ms', ('int32', 0)),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateTopicsRequest, {
+    2: _E_CreateTopicsRequest_v2,
+    3: _E_CreateTopicsRequest_v2,
+    4: _E_CreateTopicsRequest_v2,
+    5: _E_CreateTopicsRequest_v5,
+    6: _E_CreateTopicsRequest_v5,
+    7: _E_CreateTopicsRequest_v5,
 })
 
 _FIELDS_AT = _FieldLines(

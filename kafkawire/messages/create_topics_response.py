@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1036,6 +1036,105 @@ _install_native(CreateTopicsResponse, {
     5: _P_CreateTopicsResponse_v5,
     6: _P_CreateTopicsResponse_v5,
     7: _P_CreateTopicsResponse_v7,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CreatableTopicResult_v2 = (
+    CreatableTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_CreateTopicsResponse_v2 = (
+    CreateTopicsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_CreatableTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopicConfigs_v5 = (
+    CreatableTopicConfigs, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopicResult_v5 = (
+    CreatableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('configs', ('array', 3, 6, ('struct', 0, _E_CreatableTopicConfigs_v5))),
+    ),
+    (),
+    (
+        (0, 'topic_config_error_code', ('int16', 0), 'eq', 0),
+    ),
+)
+
+_E_CreateTopicsResponse_v5 = (
+    CreateTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 12, ('struct', 0, _E_CreatableTopicResult_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_CreatableTopicResult_v7 = (
+    CreatableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('num_partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('configs', ('array', 3, 6, ('struct', 0, _E_CreatableTopicConfigs_v5))),
+    ),
+    (),
+    (
+        (0, 'topic_config_error_code', ('int16', 0), 'eq', 0),
+    ),
+)
+
+_E_CreateTopicsResponse_v7 = (
+    CreateTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 28, ('struct', 0, _E_CreatableTopicResult_v7))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(CreateTopicsResponse, {
+    2: _E_CreateTopicsResponse_v2,
+    3: _E_CreateTopicsResponse_v2,
+    4: _E_CreateTopicsResponse_v2,
+    5: _E_CreateTopicsResponse_v5,
+    6: _E_CreateTopicsResponse_v5,
+    7: _E_CreateTopicsResponse_v7,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -342,6 +342,55 @@ _install_native(DeleteGroupsResponse, {
     0: _P_DeleteGroupsResponse_v0,
     1: _P_DeleteGroupsResponse_v0,
     2: _P_DeleteGroupsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DeletableGroupResult_v0 = (
+    DeletableGroupResult, False,
+    (
+        ('group_id', ('string', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteGroupsResponse_v0 = (
+    DeleteGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 4, ('struct', 0, _E_DeletableGroupResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DeletableGroupResult_v2 = (
+    DeletableGroupResult, True,
+    (
+        ('group_id', ('string', 1)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteGroupsResponse_v2 = (
+    DeleteGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 4, ('struct', 0, _E_DeletableGroupResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteGroupsResponse, {
+    0: _E_DeleteGroupsResponse_v0,
+    1: _E_DeleteGroupsResponse_v0,
+    2: _E_DeleteGroupsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -478,6 +478,75 @@ _install_native(DeleteRecordsRequest, {
     0: _P_DeleteRecordsRequest_v0,
     1: _P_DeleteRecordsRequest_v0,
     2: _P_DeleteRecordsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DeleteRecordsPartition_v0 = (
+    DeleteRecordsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsTopic_v0 = (
+    DeleteRecordsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _E_DeleteRecordsPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsRequest_v0 = (
+    DeleteRecordsRequest, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_DeleteRecordsTopic_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsPartition_v2 = (
+    DeleteRecordsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsTopic_v2 = (
+    DeleteRecordsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 13, ('struct', 0, _E_DeleteRecordsPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsRequest_v2 = (
+    DeleteRecordsRequest, True,
+    (
+        ('topics', ('array', 1, 3, ('struct', 0, _E_DeleteRecordsTopic_v2))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteRecordsRequest, {
+    0: _E_DeleteRecordsRequest_v0,
+    1: _E_DeleteRecordsRequest_v0,
+    2: _E_DeleteRecordsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -483,6 +483,77 @@ _install_native(DeleteRecordsResponse, {
     0: _P_DeleteRecordsResponse_v0,
     1: _P_DeleteRecordsResponse_v0,
     2: _P_DeleteRecordsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DeleteRecordsPartitionResult_v0 = (
+    DeleteRecordsPartitionResult, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('low_watermark', ('int64', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsTopicResult_v0 = (
+    DeleteRecordsTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _E_DeleteRecordsPartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsResponse_v0 = (
+    DeleteRecordsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_DeleteRecordsTopicResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsPartitionResult_v2 = (
+    DeleteRecordsPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('low_watermark', ('int64', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsTopicResult_v2 = (
+    DeleteRecordsTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 15, ('struct', 0, _E_DeleteRecordsPartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteRecordsResponse_v2 = (
+    DeleteRecordsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_DeleteRecordsTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteRecordsResponse, {
+    0: _E_DeleteRecordsResponse_v0,
+    1: _E_DeleteRecordsResponse_v0,
+    2: _E_DeleteRecordsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -329,6 +329,42 @@ _P_DeleteShareGroupStateRequest_v0 = (
 
 _install_native(DeleteShareGroupStateRequest, {
     0: _P_DeleteShareGroupStateRequest_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteStateData_v0 = (
+    DeleteStateData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 5, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteShareGroupStateRequest_v0 = (
+    DeleteShareGroupStateRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_DeleteStateData_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteShareGroupStateRequest, {
+    0: _E_DeleteShareGroupStateRequest_v0,
 })
 
 _FIELDS_AT = _FieldLines(

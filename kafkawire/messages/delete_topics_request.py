@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -456,6 +456,62 @@ _install_native(DeleteTopicsRequest, {
     4: _P_DeleteTopicsRequest_v4,
     5: _P_DeleteTopicsRequest_v4,
     6: _P_DeleteTopicsRequest_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DeleteTopicsRequest_v1 = (
+    DeleteTopicsRequest, False,
+    (
+        ('topic_names', ('array', 0, 2, ('string', 0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_E_DeleteTopicsRequest_v4 = (
+    DeleteTopicsRequest, True,
+    (
+        ('topic_names', ('array', 1, 1, ('string', 1))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_E_DeleteTopicState_v6 = (
+    DeleteTopicState, True,
+    (
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteTopicsRequest_v6 = (
+    DeleteTopicsRequest, True,
+    (
+        ('topics', ('array', 1, 18, ('struct', 0, _E_DeleteTopicState_v6))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteTopicsRequest, {
+    1: _E_DeleteTopicsRequest_v1,
+    2: _E_DeleteTopicsRequest_v1,
+    3: _E_DeleteTopicsRequest_v1,
+    4: _E_DeleteTopicsRequest_v4,
+    5: _E_DeleteTopicsRequest_v4,
+    6: _E_DeleteTopicsRequest_v6,
 })
 
 _FIELDS_AT = _FieldLines(

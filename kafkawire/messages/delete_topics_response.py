@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -765,6 +765,101 @@ _install_native(DeleteTopicsResponse, {
     4: _P_DeleteTopicsResponse_v4,
     5: _P_DeleteTopicsResponse_v5,
     6: _P_DeleteTopicsResponse_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DeletableTopicResult_v1 = (
+    DeletableTopicResult, False,
+    (
+        ('name', ('string', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteTopicsResponse_v1 = (
+    DeleteTopicsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 4, ('struct', 0, _E_DeletableTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DeletableTopicResult_v4 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteTopicsResponse_v4 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 4, ('struct', 0, _E_DeletableTopicResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_DeletableTopicResult_v5 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteTopicsResponse_v5 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 5, ('struct', 0, _E_DeletableTopicResult_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_DeletableTopicResult_v6 = (
+    DeletableTopicResult, True,
+    (
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DeleteTopicsResponse_v6 = (
+    DeleteTopicsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 1, 21, ('struct', 0, _E_DeletableTopicResult_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DeleteTopicsResponse, {
+    1: _E_DeleteTopicsResponse_v1,
+    2: _E_DeleteTopicsResponse_v1,
+    3: _E_DeleteTopicsResponse_v1,
+    4: _E_DeleteTopicsResponse_v4,
+    5: _E_DeleteTopicsResponse_v5,
+    6: _E_DeleteTopicsResponse_v6,
 })
 
 _FIELDS_AT = _FieldLines(

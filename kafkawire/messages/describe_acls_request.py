@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -385,6 +385,45 @@ _install_native(DescribeAclsRequest, {
     1: _P_DescribeAclsRequest_v1,
     2: _P_DescribeAclsRequest_v2,
     3: _P_DescribeAclsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeAclsRequest_v1 = (
+    DescribeAclsRequest, False,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 2)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 2)),
+        ('host_filter', ('string', 2)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeAclsRequest_v2 = (
+    DescribeAclsRequest, True,
+    (
+        ('resource_type_filter', ('int8', 0)),
+        ('resource_name_filter', ('string', 3)),
+        ('pattern_type_filter', ('int8', 0)),
+        ('principal_filter', ('string', 3)),
+        ('host_filter', ('string', 3)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeAclsRequest, {
+    1: _E_DescribeAclsRequest_v1,
+    2: _E_DescribeAclsRequest_v2,
+    3: _E_DescribeAclsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

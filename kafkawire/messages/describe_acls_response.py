@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -704,6 +704,87 @@ _install_native(DescribeAclsResponse, {
     1: _P_DescribeAclsResponse_v1,
     2: _P_DescribeAclsResponse_v2,
     3: _P_DescribeAclsResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AclDescription_v1 = (
+    AclDescription, False,
+    (
+        ('principal', ('string', 0)),
+        ('host', ('string', 0)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeAclsResource_v1 = (
+    DescribeAclsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('pattern_type', ('int8', 0)),
+        ('acls', ('array', 0, 6, ('struct', 0, _E_AclDescription_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeAclsResponse_v1 = (
+    DescribeAclsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resources', ('array', 0, 8, ('struct', 0, _E_DescribeAclsResource_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_AclDescription_v2 = (
+    AclDescription, True,
+    (
+        ('principal', ('string', 1)),
+        ('host', ('string', 1)),
+        ('operation', ('int8', 0)),
+        ('permission_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeAclsResource_v2 = (
+    DescribeAclsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('pattern_type', ('int8', 0)),
+        ('acls', ('array', 1, 5, ('struct', 0, _E_AclDescription_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeAclsResponse_v2 = (
+    DescribeAclsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resources', ('array', 1, 5, ('struct', 0, _E_DescribeAclsResource_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeAclsResponse, {
+    1: _E_DescribeAclsResponse_v1,
+    2: _E_DescribeAclsResponse_v2,
+    3: _E_DescribeAclsResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

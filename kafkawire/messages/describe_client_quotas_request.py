@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -412,6 +412,56 @@ _P_DescribeClientQuotasRequest_v1 = (
 _install_native(DescribeClientQuotasRequest, {
     0: _P_DescribeClientQuotasRequest_v0,
     1: _P_DescribeClientQuotasRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ComponentData_v0 = (
+    ComponentData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('match_type', ('int8', 0)),
+        ('match', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClientQuotasRequest_v0 = (
+    DescribeClientQuotasRequest, False,
+    (
+        ('components', ('array', 0, 5, ('struct', 0, _E_ComponentData_v0))),
+        ('strict', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ComponentData_v1 = (
+    ComponentData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('match_type', ('int8', 0)),
+        ('match', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClientQuotasRequest_v1 = (
+    DescribeClientQuotasRequest, True,
+    (
+        ('components', ('array', 1, 4, ('struct', 0, _E_ComponentData_v1))),
+        ('strict', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeClientQuotasRequest, {
+    0: _E_DescribeClientQuotasRequest_v0,
+    1: _E_DescribeClientQuotasRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

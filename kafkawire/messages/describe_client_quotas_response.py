@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -809,6 +809,98 @@ _P_DescribeClientQuotasResponse_v1 = (
 _install_native(DescribeClientQuotasResponse, {
     0: _P_DescribeClientQuotasResponse_v0,
     1: _P_DescribeClientQuotasResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_EntityData_v0 = (
+    EntityData, False,
+    (
+        ('entity_type', ('string', 0)),
+        ('entity_name', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_ValueData_v0 = (
+    ValueData, False,
+    (
+        ('key', ('string', 0)),
+        ('value', ('float64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v0 = (
+    EntryData, False,
+    (
+        ('entity', ('array', 0, 4, ('struct', 0, _E_EntityData_v0))),
+        ('values', ('array', 0, 10, ('struct', 0, _E_ValueData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClientQuotasResponse_v0 = (
+    DescribeClientQuotasResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('entries', ('array', 2, 8, ('struct', 0, _E_EntryData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_EntityData_v1 = (
+    EntityData, True,
+    (
+        ('entity_type', ('string', 1)),
+        ('entity_name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_ValueData_v1 = (
+    ValueData, True,
+    (
+        ('key', ('string', 1)),
+        ('value', ('float64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EntryData_v1 = (
+    EntryData, True,
+    (
+        ('entity', ('array', 1, 3, ('struct', 0, _E_EntityData_v1))),
+        ('values', ('array', 1, 10, ('struct', 0, _E_ValueData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClientQuotasResponse_v1 = (
+    DescribeClientQuotasResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('entries', ('array', 3, 3, ('struct', 0, _E_EntryData_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeClientQuotasResponse, {
+    0: _E_DescribeClientQuotasResponse_v0,
+    1: _E_DescribeClientQuotasResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

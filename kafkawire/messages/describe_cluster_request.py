@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -220,6 +220,50 @@ _install_native(DescribeClusterRequest, {
     0: _P_DescribeClusterRequest_v0,
     1: _P_DescribeClusterRequest_v1,
     2: _P_DescribeClusterRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeClusterRequest_v0 = (
+    DescribeClusterRequest, True,
+    (
+        ('include_cluster_authorized_operations', ('bool', 0)),
+    ),
+    (
+        ('endpoint_type', 'eq', 1),
+        ('include_fenced_brokers', 'eq', False),
+    ),
+    (),
+)
+
+_E_DescribeClusterRequest_v1 = (
+    DescribeClusterRequest, True,
+    (
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('endpoint_type', ('int8', 0)),
+    ),
+    (
+        ('include_fenced_brokers', 'eq', False),
+    ),
+    (),
+)
+
+_E_DescribeClusterRequest_v2 = (
+    DescribeClusterRequest, True,
+    (
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('endpoint_type', ('int8', 0)),
+        ('include_fenced_brokers', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeClusterRequest, {
+    0: _E_DescribeClusterRequest_v0,
+    1: _E_DescribeClusterRequest_v1,
+    2: _E_DescribeClusterRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

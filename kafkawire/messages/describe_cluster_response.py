@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -962,6 +962,91 @@ _install_native(DescribeClusterResponse, {
     0: _P_DescribeClusterResponse_v0,
     1: _P_DescribeClusterResponse_v1,
     2: _P_DescribeClusterResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeClusterBroker_v0 = (
+    DescribeClusterBroker, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (
+        ('is_fenced', 'eq', False),
+    ),
+    (),
+)
+
+_E_DescribeClusterResponse_v0 = (
+    DescribeClusterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('cluster_id', ('string', 1)),
+        ('controller_id', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_DescribeClusterBroker_v0))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('endpoint_type', 'eq', 1),
+    ),
+    (),
+)
+
+_E_DescribeClusterResponse_v1 = (
+    DescribeClusterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('endpoint_type', ('int8', 0)),
+        ('cluster_id', ('string', 1)),
+        ('controller_id', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_DescribeClusterBroker_v0))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClusterBroker_v2 = (
+    DescribeClusterBroker, True,
+    (
+        ('broker_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+        ('is_fenced', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeClusterResponse_v2 = (
+    DescribeClusterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('endpoint_type', ('int8', 0)),
+        ('cluster_id', ('string', 1)),
+        ('controller_id', ('int32', 0)),
+        ('brokers', ('array', 1, 12, ('struct', 0, _E_DescribeClusterBroker_v2))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeClusterResponse, {
+    0: _E_DescribeClusterResponse_v0,
+    1: _E_DescribeClusterResponse_v1,
+    2: _E_DescribeClusterResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -559,6 +559,72 @@ _install_native(DescribeConfigsRequest, {
     2: _P_DescribeConfigsRequest_v1,
     3: _P_DescribeConfigsRequest_v3,
     4: _P_DescribeConfigsRequest_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeConfigsResource_v1 = (
+    DescribeConfigsResource, False,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configuration_keys', ('array', 2, 2, ('string', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsRequest_v1 = (
+    DescribeConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _E_DescribeConfigsResource_v1))),
+        ('include_synonyms', ('bool', 0)),
+    ),
+    (
+        ('include_documentation', 'eq', False),
+    ),
+    (),
+)
+
+_E_DescribeConfigsRequest_v3 = (
+    DescribeConfigsRequest, False,
+    (
+        ('resources', ('array', 0, 7, ('struct', 0, _E_DescribeConfigsResource_v1))),
+        ('include_synonyms', ('bool', 0)),
+        ('include_documentation', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResource_v4 = (
+    DescribeConfigsResource, True,
+    (
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configuration_keys', ('array', 3, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsRequest_v4 = (
+    DescribeConfigsRequest, True,
+    (
+        ('resources', ('array', 1, 4, ('struct', 0, _E_DescribeConfigsResource_v4))),
+        ('include_synonyms', ('bool', 0)),
+        ('include_documentation', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeConfigsRequest, {
+    1: _E_DescribeConfigsRequest_v1,
+    2: _E_DescribeConfigsRequest_v1,
+    3: _E_DescribeConfigsRequest_v3,
+    4: _E_DescribeConfigsRequest_v4,
 })
 
 _FIELDS_AT = _FieldLines(

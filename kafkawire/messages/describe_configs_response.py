@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1340,6 +1340,153 @@ _install_native(DescribeConfigsResponse, {
     2: _P_DescribeConfigsResponse_v1,
     3: _P_DescribeConfigsResponse_v3,
     4: _P_DescribeConfigsResponse_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeConfigsSynonym_v1 = (
+    DescribeConfigsSynonym, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('source', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResourceResult_v1 = (
+    DescribeConfigsResourceResult, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 0, 5, ('struct', 0, _E_DescribeConfigsSynonym_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResult_v1 = (
+    DescribeConfigsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 11, ('struct', 0, _E_DescribeConfigsResourceResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResponse_v1 = (
+    DescribeConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 11, ('struct', 0, _E_DescribeConfigsResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResourceResult_v3 = (
+    DescribeConfigsResourceResult, False,
+    (
+        ('name', ('string', 0)),
+        ('value', ('string', 2)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 0, 5, ('struct', 0, _E_DescribeConfigsSynonym_v1))),
+        ('config_type', ('int8', 0)),
+        ('documentation', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResult_v3 = (
+    DescribeConfigsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 0)),
+        ('configs', ('array', 0, 14, ('struct', 0, _E_DescribeConfigsResourceResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResponse_v3 = (
+    DescribeConfigsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 11, ('struct', 0, _E_DescribeConfigsResult_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsSynonym_v4 = (
+    DescribeConfigsSynonym, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('source', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResourceResult_v4 = (
+    DescribeConfigsResourceResult, True,
+    (
+        ('name', ('string', 1)),
+        ('value', ('string', 3)),
+        ('read_only', ('bool', 0)),
+        ('config_source', ('int8', 0)),
+        ('is_sensitive', ('bool', 0)),
+        ('synonyms', ('array', 1, 4, ('struct', 0, _E_DescribeConfigsSynonym_v4))),
+        ('config_type', ('int8', 0)),
+        ('documentation', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResult_v4 = (
+    DescribeConfigsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('resource_type', ('int8', 0)),
+        ('resource_name', ('string', 1)),
+        ('configs', ('array', 1, 9, ('struct', 0, _E_DescribeConfigsResourceResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeConfigsResponse_v4 = (
+    DescribeConfigsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 7, ('struct', 0, _E_DescribeConfigsResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeConfigsResponse, {
+    1: _E_DescribeConfigsResponse_v1,
+    2: _E_DescribeConfigsResponse_v1,
+    3: _E_DescribeConfigsResponse_v3,
+    4: _E_DescribeConfigsResponse_v4,
 })
 
 _FIELDS_AT = _FieldLines(

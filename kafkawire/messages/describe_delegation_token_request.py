@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -377,6 +377,53 @@ _install_native(DescribeDelegationTokenRequest, {
     1: _P_DescribeDelegationTokenRequest_v1,
     2: _P_DescribeDelegationTokenRequest_v2,
     3: _P_DescribeDelegationTokenRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeDelegationTokenOwner_v1 = (
+    DescribeDelegationTokenOwner, False,
+    (
+        ('principal_type', ('string', 0)),
+        ('principal_name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeDelegationTokenRequest_v1 = (
+    DescribeDelegationTokenRequest, False,
+    (
+        ('owners', ('array', 2, 4, ('struct', 0, _E_DescribeDelegationTokenOwner_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeDelegationTokenOwner_v2 = (
+    DescribeDelegationTokenOwner, True,
+    (
+        ('principal_type', ('string', 1)),
+        ('principal_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeDelegationTokenRequest_v2 = (
+    DescribeDelegationTokenRequest, True,
+    (
+        ('owners', ('array', 3, 3, ('struct', 0, _E_DescribeDelegationTokenOwner_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeDelegationTokenRequest, {
+    1: _E_DescribeDelegationTokenRequest_v1,
+    2: _E_DescribeDelegationTokenRequest_v2,
+    3: _E_DescribeDelegationTokenRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

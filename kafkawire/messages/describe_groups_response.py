@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2195,6 +2195,203 @@ _install_native(DescribeGroupsResponse, {
     4: _P_DescribeGroupsResponse_v4,
     5: _P_DescribeGroupsResponse_v5,
     6: _P_DescribeGroupsResponse_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribedGroupMember_v0 = (
+    DescribedGroupMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('client_id', ('string', 0)),
+        ('client_host', ('string', 0)),
+        ('member_metadata', ('bytes', 0)),
+        ('member_assignment', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v0 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 14, ('struct', 0, _E_DescribedGroupMember_v0))),
+    ),
+    (
+        ('error_message', 'null', None),
+        ('authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_DescribeGroupsResponse_v0 = (
+    DescribeGroupsResponse, False,
+    (
+        ('groups', ('array', 0, 14, ('struct', 0, _E_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeGroupsResponse_v1 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 14, ('struct', 0, _E_DescribedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v3 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 14, ('struct', 0, _E_DescribedGroupMember_v0))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('error_message', 'null', None),
+    ),
+    (),
+)
+
+_E_DescribeGroupsResponse_v3 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 18, ('struct', 0, _E_DescribedGroup_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroupMember_v4 = (
+    DescribedGroupMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('client_id', ('string', 0)),
+        ('client_host', ('string', 0)),
+        ('member_metadata', ('bytes', 0)),
+        ('member_assignment', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v4 = (
+    DescribedGroup, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 0)),
+        ('group_state', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocol_data', ('string', 0)),
+        ('members', ('array', 0, 16, ('struct', 0, _E_DescribedGroupMember_v4))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('error_message', 'null', None),
+    ),
+    (),
+)
+
+_E_DescribeGroupsResponse_v4 = (
+    DescribeGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 0, 18, ('struct', 0, _E_DescribedGroup_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroupMember_v5 = (
+    DescribedGroupMember, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('client_id', ('string', 1)),
+        ('client_host', ('string', 1)),
+        ('member_metadata', ('bytes', 1)),
+        ('member_assignment', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v5 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('protocol_data', ('string', 1)),
+        ('members', ('array', 1, 7, ('struct', 0, _E_DescribedGroupMember_v5))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (
+        ('error_message', 'null', None),
+    ),
+    (),
+)
+
+_E_DescribeGroupsResponse_v5 = (
+    DescribeGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 12, ('struct', 0, _E_DescribedGroup_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribedGroup_v6 = (
+    DescribedGroup, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('group_id', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('protocol_data', ('string', 1)),
+        ('members', ('array', 1, 7, ('struct', 0, _E_DescribedGroupMember_v5))),
+        ('authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeGroupsResponse_v6 = (
+    DescribeGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 13, ('struct', 0, _E_DescribedGroup_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeGroupsResponse, {
+    0: _E_DescribeGroupsResponse_v0,
+    1: _E_DescribeGroupsResponse_v1,
+    2: _E_DescribeGroupsResponse_v1,
+    3: _E_DescribeGroupsResponse_v3,
+    4: _E_DescribeGroupsResponse_v4,
+    5: _E_DescribeGroupsResponse_v5,
+    6: _E_DescribeGroupsResponse_v6,
 })
 
 _FIELDS_AT = _FieldLines(

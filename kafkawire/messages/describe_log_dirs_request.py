@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -373,6 +373,55 @@ _install_native(DescribeLogDirsRequest, {
     3: _P_DescribeLogDirsRequest_v2,
     4: _P_DescribeLogDirsRequest_v2,
     5: _P_DescribeLogDirsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribableLogDirTopic_v1 = (
+    DescribableLogDirTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsRequest_v1 = (
+    DescribeLogDirsRequest, False,
+    (
+        ('topics', ('array', 2, 6, ('struct', 0, _E_DescribableLogDirTopic_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribableLogDirTopic_v2 = (
+    DescribableLogDirTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsRequest_v2 = (
+    DescribeLogDirsRequest, True,
+    (
+        ('topics', ('array', 3, 3, ('struct', 0, _E_DescribableLogDirTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeLogDirsRequest, {
+    1: _E_DescribeLogDirsRequest_v1,
+    2: _E_DescribeLogDirsRequest_v2,
+    3: _E_DescribeLogDirsRequest_v2,
+    4: _E_DescribeLogDirsRequest_v2,
+    5: _E_DescribeLogDirsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

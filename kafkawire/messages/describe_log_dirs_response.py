@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1416,6 +1416,163 @@ _install_native(DescribeLogDirsResponse, {
     3: _P_DescribeLogDirsResponse_v3,
     4: _P_DescribeLogDirsResponse_v4,
     5: _P_DescribeLogDirsResponse_v5,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeLogDirsPartition_v1 = (
+    DescribeLogDirsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_size', ('int64', 0)),
+        ('offset_lag', ('int64', 0)),
+        ('is_future_key', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsTopic_v1 = (
+    DescribeLogDirsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 21, ('struct', 0, _E_DescribeLogDirsPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResult_v1 = (
+    DescribeLogDirsResult, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_DescribeLogDirsTopic_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResponse_v1 = (
+    DescribeLogDirsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 0, 8, ('struct', 0, _E_DescribeLogDirsResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsPartition_v2 = (
+    DescribeLogDirsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('partition_size', ('int64', 0)),
+        ('offset_lag', ('int64', 0)),
+        ('is_future_key', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsTopic_v2 = (
+    DescribeLogDirsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 22, ('struct', 0, _E_DescribeLogDirsPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResult_v2 = (
+    DescribeLogDirsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_DescribeLogDirsTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResponse_v2 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _E_DescribeLogDirsResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResponse_v3 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results', ('array', 1, 5, ('struct', 0, _E_DescribeLogDirsResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResult_v4 = (
+    DescribeLogDirsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_DescribeLogDirsTopic_v2))),
+        ('total_bytes', ('int64', 0)),
+        ('usable_bytes', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResponse_v4 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results', ('array', 1, 21, ('struct', 0, _E_DescribeLogDirsResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResult_v5 = (
+    DescribeLogDirsResult, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('log_dir', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_DescribeLogDirsTopic_v2))),
+        ('total_bytes', ('int64', 0)),
+        ('usable_bytes', ('int64', 0)),
+        ('is_cordoned', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeLogDirsResponse_v5 = (
+    DescribeLogDirsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('results', ('array', 1, 22, ('struct', 0, _E_DescribeLogDirsResult_v5))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeLogDirsResponse, {
+    1: _E_DescribeLogDirsResponse_v1,
+    2: _E_DescribeLogDirsResponse_v2,
+    3: _E_DescribeLogDirsResponse_v3,
+    4: _E_DescribeLogDirsResponse_v4,
+    5: _E_DescribeLogDirsResponse_v5,
 })
 
 _FIELDS_AT = _FieldLines(

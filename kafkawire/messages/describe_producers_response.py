@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -498,6 +498,59 @@ _P_DescribeProducersResponse_v0 = (
 
 _install_native(DescribeProducersResponse, {
     0: _P_DescribeProducersResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ProducerState_v0 = (
+    ProducerState, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int32', 0)),
+        ('last_sequence', ('int32', 0)),
+        ('last_timestamp', ('int64', 0)),
+        ('coordinator_epoch', ('int32', 0)),
+        ('current_txn_start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionResponse_v0 = (
+    PartitionResponse, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('active_producers', ('array', 1, 37, ('struct', 0, _E_ProducerState_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicResponse_v0 = (
+    TopicResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 9, ('struct', 0, _E_PartitionResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeProducersResponse_v0 = (
+    DescribeProducersResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicResponse_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeProducersResponse, {
+    0: _E_DescribeProducersResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

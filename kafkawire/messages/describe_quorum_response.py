@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1627,6 +1627,187 @@ _install_native(DescribeQuorumResponse, {
     0: _P_DescribeQuorumResponse_v0,
     1: _P_DescribeQuorumResponse_v1,
     2: _P_DescribeQuorumResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ReplicaState_v0 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('log_end_offset', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', 'eq', ZERO_UUID),
+    ),
+    (),
+)
+
+_E_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 13, ('struct', 0, _E_ReplicaState_v0))),
+        ('observers', ('array', 1, 13, ('struct', 0, _E_ReplicaState_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeQuorumResponse_v0 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (
+        ('nodes', 'empty', None),
+    ),
+    (),
+)
+
+_E_ReplicaState_v1 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('log_end_offset', ('int64', 0)),
+        ('last_fetch_timestamp', ('int64', 0)),
+        ('last_caught_up_timestamp', ('int64', 0)),
+    ),
+    (
+        ('replica_directory_id', 'eq', ZERO_UUID),
+    ),
+    (),
+)
+
+_E_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 29, ('struct', 0, _E_ReplicaState_v1))),
+        ('observers', ('array', 1, 29, ('struct', 0, _E_ReplicaState_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _E_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeQuorumResponse_v1 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v1))),
+    ),
+    (
+        ('nodes', 'empty', None),
+    ),
+    (),
+)
+
+_E_ReplicaState_v2 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('replica_directory_id', ('uuid', 0)),
+        ('log_end_offset', ('int64', 0)),
+        ('last_fetch_timestamp', ('int64', 0)),
+        ('last_caught_up_timestamp', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v2 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('current_voters', ('array', 1, 45, ('struct', 0, _E_ReplicaState_v2))),
+        ('observers', ('array', 1, 45, ('struct', 0, _E_ReplicaState_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 26, ('struct', 0, _E_PartitionData_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_Listener_v2 = (
+    Listener, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_Node_v2 = (
+    Node, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('listeners', ('array', 1, 5, ('struct', 0, _E_Listener_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeQuorumResponse_v2 = (
+    DescribeQuorumResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v2))),
+        ('nodes', ('array', 1, 6, ('struct', 0, _E_Node_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeQuorumResponse, {
+    0: _E_DescribeQuorumResponse_v0,
+    1: _E_DescribeQuorumResponse_v1,
+    2: _E_DescribeQuorumResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

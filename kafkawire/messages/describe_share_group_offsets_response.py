@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1012,6 +1012,107 @@ _P_DescribeShareGroupOffsetsResponse_v1 = (
 _install_native(DescribeShareGroupOffsetsResponse, {
     0: _P_DescribeShareGroupOffsetsResponse_v0,
     1: _P_DescribeShareGroupOffsetsResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeShareGroupOffsetsResponsePartition_v0 = (
+    DescribeShareGroupOffsetsResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponseTopic_v0 = (
+    DescribeShareGroupOffsetsResponseTopic, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _E_DescribeShareGroupOffsetsResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponseGroup_v0 = (
+    DescribeShareGroupOffsetsResponseGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 19, ('struct', 0, _E_DescribeShareGroupOffsetsResponseTopic_v0))),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponse_v0 = (
+    DescribeShareGroupOffsetsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 6, ('struct', 0, _E_DescribeShareGroupOffsetsResponseGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponsePartition_v1 = (
+    DescribeShareGroupOffsetsResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('lag', ('int64', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponseTopic_v1 = (
+    DescribeShareGroupOffsetsResponseTopic, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 28, ('struct', 0, _E_DescribeShareGroupOffsetsResponsePartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponseGroup_v1 = (
+    DescribeShareGroupOffsetsResponseGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 19, ('struct', 0, _E_DescribeShareGroupOffsetsResponseTopic_v1))),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeShareGroupOffsetsResponse_v1 = (
+    DescribeShareGroupOffsetsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 6, ('struct', 0, _E_DescribeShareGroupOffsetsResponseGroup_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeShareGroupOffsetsResponse, {
+    0: _E_DescribeShareGroupOffsetsResponse_v0,
+    1: _E_DescribeShareGroupOffsetsResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

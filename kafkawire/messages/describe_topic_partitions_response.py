@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -675,6 +675,65 @@ _P_DescribeTopicPartitionsResponse_v0 = (
 
 _install_native(DescribeTopicPartitionsResponse, {
     0: _P_DescribeTopicPartitionsResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_DescribeTopicPartitionsResponsePartition_v0 = (
+    DescribeTopicPartitionsResponsePartition, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 1, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 1, 4, ('int32', 0))),
+        ('eligible_leader_replicas', ('array', 3, 4, ('int32', 0))),
+        ('last_known_elr', ('array', 3, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeTopicPartitionsResponseTopic_v0 = (
+    DescribeTopicPartitionsResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _E_DescribeTopicPartitionsResponsePartition_v0))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_Cursor_v0 = (
+    Cursor, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeTopicPartitionsResponse_v0 = (
+    DescribeTopicPartitionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _E_DescribeTopicPartitionsResponseTopic_v0))),
+        ('next_cursor', ('struct', 2, _E_Cursor_v0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeTopicPartitionsResponse, {
+    0: _E_DescribeTopicPartitionsResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -461,6 +461,49 @@ _P_DescribeTransactionsResponse_v0 = (
 
 _install_native(DescribeTransactionsResponse, {
     0: _P_DescribeTransactionsResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_TransactionState_v0 = (
+    TransactionState, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('transactional_id', ('string', 1)),
+        ('transaction_state', ('string', 1)),
+        ('transaction_timeout_ms', ('int32', 0)),
+        ('transaction_start_time_ms', ('int64', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_DescribeTransactionsResponse_v0 = (
+    DescribeTransactionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('transaction_states', ('array', 1, 28, ('struct', 0, _E_TransactionState_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(DescribeTransactionsResponse, {
+    0: _E_DescribeTransactionsResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -479,6 +479,69 @@ _install_native(ElectLeadersRequest, {
     0: _P_ElectLeadersRequest_v0,
     1: _P_ElectLeadersRequest_v1,
     2: _P_ElectLeadersRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TopicPartitions_v0 = (
+    TopicPartitions, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ElectLeadersRequest_v0 = (
+    ElectLeadersRequest, False,
+    (
+        ('topic_partitions', ('array', 2, 6, ('struct', 0, _E_TopicPartitions_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('election_type', 'eq', 0),
+    ),
+    (),
+)
+
+_E_ElectLeadersRequest_v1 = (
+    ElectLeadersRequest, False,
+    (
+        ('election_type', ('int8', 0)),
+        ('topic_partitions', ('array', 2, 6, ('struct', 0, _E_TopicPartitions_v0))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicPartitions_v2 = (
+    TopicPartitions, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ElectLeadersRequest_v2 = (
+    ElectLeadersRequest, True,
+    (
+        ('election_type', ('int8', 0)),
+        ('topic_partitions', ('array', 3, 3, ('struct', 0, _E_TopicPartitions_v2))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ElectLeadersRequest, {
+    0: _E_ElectLeadersRequest_v0,
+    1: _E_ElectLeadersRequest_v1,
+    2: _E_ElectLeadersRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

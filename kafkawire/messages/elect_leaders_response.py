@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -647,6 +647,91 @@ _install_native(ElectLeadersResponse, {
     0: _P_ElectLeadersResponse_v0,
     1: _P_ElectLeadersResponse_v1,
     2: _P_ElectLeadersResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionResult_v0 = (
+    PartitionResult, False,
+    (
+        ('partition_id', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_ReplicaElectionResult_v0 = (
+    ReplicaElectionResult, False,
+    (
+        ('topic', ('string', 0)),
+        ('partition_result', ('array', 0, 8, ('struct', 0, _E_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ElectLeadersResponse_v0 = (
+    ElectLeadersResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('replica_election_results', ('array', 0, 6, ('struct', 0, _E_ReplicaElectionResult_v0))),
+    ),
+    (
+        ('error_code', 'eq', 0),
+    ),
+    (),
+)
+
+_E_ElectLeadersResponse_v1 = (
+    ElectLeadersResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('replica_election_results', ('array', 0, 6, ('struct', 0, _E_ReplicaElectionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionResult_v2 = (
+    PartitionResult, True,
+    (
+        ('partition_id', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_ReplicaElectionResult_v2 = (
+    ReplicaElectionResult, True,
+    (
+        ('topic', ('string', 1)),
+        ('partition_result', ('array', 1, 8, ('struct', 0, _E_PartitionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_ElectLeadersResponse_v2 = (
+    ElectLeadersResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('replica_election_results', ('array', 1, 3, ('struct', 0, _E_ReplicaElectionResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ElectLeadersResponse, {
+    0: _E_ElectLeadersResponse_v0,
+    1: _E_ElectLeadersResponse_v1,
+    2: _E_ElectLeadersResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

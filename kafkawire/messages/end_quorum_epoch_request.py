@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -846,6 +846,100 @@ _P_EndQuorumEpochRequest_v1 = (
 _install_native(EndQuorumEpochRequest, {
     0: _P_EndQuorumEpochRequest_v0,
     1: _P_EndQuorumEpochRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('preferred_successors', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, False,
+    (
+        ('topic_name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_EndQuorumEpochRequest_v0 = (
+    EndQuorumEpochRequest, False,
+    (
+        ('cluster_id', ('string', 2)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ReplicaInfo_v1 = (
+    ReplicaInfo, True,
+    (
+        ('candidate_id', ('int32', 0)),
+        ('candidate_directory_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('preferred_candidates', ('array', 1, 21, ('struct', 0, _E_ReplicaInfo_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 14, ('struct', 0, _E_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_LeaderEndpoint_v1 = (
+    LeaderEndpoint, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EndQuorumEpochRequest_v1 = (
+    EndQuorumEpochRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v1))),
+        ('leader_endpoints', ('array', 1, 5, ('struct', 0, _E_LeaderEndpoint_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(EndQuorumEpochRequest, {
+    0: _E_EndQuorumEpochRequest_v0,
+    1: _E_EndQuorumEpochRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

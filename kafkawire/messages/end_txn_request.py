@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -219,6 +219,42 @@ _install_native(EndTxnRequest, {
     3: _P_EndTxnRequest_v3,
     4: _P_EndTxnRequest_v3,
     5: _P_EndTxnRequest_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_EndTxnRequest_v0 = (
+    EndTxnRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('committed', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EndTxnRequest_v3 = (
+    EndTxnRequest, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('committed', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(EndTxnRequest, {
+    0: _E_EndTxnRequest_v0,
+    1: _E_EndTxnRequest_v0,
+    2: _E_EndTxnRequest_v0,
+    3: _E_EndTxnRequest_v3,
+    4: _E_EndTxnRequest_v3,
+    5: _E_EndTxnRequest_v3,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -3873,6 +3873,479 @@ _install_native(FetchRequest, {
     17: _P_FetchRequest_v17,
     18: _P_FetchRequest_v18,
     19: _P_FetchRequest_v19,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_FetchPartition_v4 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('last_fetched_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_FetchTopic_v4 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _E_FetchPartition_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v4 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_FetchTopic_v4))),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+        ('forgotten_topics_data', 'empty', None),
+    ),
+    (),
+)
+
+_E_FetchPartition_v5 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('last_fetched_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_FetchTopic_v5 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 24, ('struct', 0, _E_FetchPartition_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v5 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_FetchTopic_v5))),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+        ('forgotten_topics_data', 'empty', None),
+    ),
+    (),
+)
+
+_E_ForgottenTopic_v7 = (
+    ForgottenTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v7 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_FetchTopic_v5))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _E_ForgottenTopic_v7))),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+    ),
+    (),
+)
+
+_E_FetchPartition_v9 = (
+    FetchPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (
+        ('last_fetched_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_FetchTopic_v9 = (
+    FetchTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 28, ('struct', 0, _E_FetchPartition_v9))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v9 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_FetchTopic_v9))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _E_ForgottenTopic_v7))),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+    ),
+    (),
+)
+
+_E_FetchRequest_v11 = (
+    FetchRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_FetchTopic_v9))),
+        ('forgotten_topics_data', ('array', 0, 6, ('struct', 0, _E_ForgottenTopic_v7))),
+        ('rack_id', ('string', 0)),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+    ),
+    (),
+)
+
+_E_FetchPartition_v12 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_FetchTopic_v12 = (
+    FetchTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _E_FetchPartition_v12))),
+    ),
+    (),
+    (),
+)
+
+_E_ForgottenTopic_v12 = (
+    ForgottenTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v12 = (
+    FetchRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_FetchTopic_v12))),
+        ('forgotten_topics_data', ('array', 1, 3, ('struct', 0, _E_ForgottenTopic_v12))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+    ),
+)
+
+_E_FetchTopic_v13 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _E_FetchPartition_v12))),
+    ),
+    (),
+    (),
+)
+
+_E_ForgottenTopic_v13 = (
+    ForgottenTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v13 = (
+    FetchRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v13))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('_replica_state', 'struct', None),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+    ),
+)
+
+_E_ReplicaState_v15 = (
+    ReplicaState, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('replica_epoch', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v15 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v13))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', 'eq', -1),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
+    ),
+)
+
+_E_FetchPartition_v17 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'replica_directory_id', ('uuid', 0), 'eq', ZERO_UUID),
+    ),
+)
+
+_E_FetchTopic_v17 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _E_FetchPartition_v17))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v17 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v17))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', 'eq', -1),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
+    ),
+)
+
+_E_FetchPartition_v18 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'replica_directory_id', ('uuid', 0), 'eq', ZERO_UUID),
+        (1, 'high_watermark', ('int64', 0), 'eq', 9223372036854775807),
+    ),
+)
+
+_E_FetchTopic_v18 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 33, ('struct', 0, _E_FetchPartition_v18))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v18 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v18))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', 'eq', -1),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
+    ),
+)
+
+_E_FetchPartition_v19 = (
+    FetchPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('fetch_offset', ('int64', 0)),
+        ('last_fetched_epoch', ('int32', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('partition_max_bytes', ('int32', 0)),
+        ('remote_partition_max_bytes', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'replica_directory_id', ('uuid', 0), 'eq', ZERO_UUID),
+        (1, 'high_watermark', ('int64', 0), 'eq', 9223372036854775807),
+    ),
+)
+
+_E_FetchTopic_v19 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _E_FetchPartition_v19))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchRequest_v19 = (
+    FetchRequest, True,
+    (
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('session_id', ('int32', 0)),
+        ('session_epoch', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v19))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v13))),
+        ('rack_id', ('string', 1)),
+    ),
+    (
+        ('replica_id', 'eq', -1),
+    ),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+        (1, '_replica_state', ('struct', 0, _E_ReplicaState_v15), 'struct', (('replica_id', 'eq', -1), ('replica_epoch', 'eq', -1), )),
+    ),
+)
+
+_install_encoder(FetchRequest, {
+    4: _E_FetchRequest_v4,
+    5: _E_FetchRequest_v5,
+    6: _E_FetchRequest_v5,
+    7: _E_FetchRequest_v7,
+    8: _E_FetchRequest_v7,
+    9: _E_FetchRequest_v9,
+    10: _E_FetchRequest_v9,
+    11: _E_FetchRequest_v11,
+    12: _E_FetchRequest_v12,
+    13: _E_FetchRequest_v13,
+    14: _E_FetchRequest_v13,
+    15: _E_FetchRequest_v15,
+    16: _E_FetchRequest_v15,
+    17: _E_FetchRequest_v17,
+    18: _E_FetchRequest_v18,
+    19: _E_FetchRequest_v19,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2464,6 +2464,315 @@ _install_native(FetchResponse, {
     17: _P_FetchResponse_v16,
     18: _P_FetchResponse_v16,
     19: _P_FetchResponse_v16,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AbortedTransaction_v4 = (
+    AbortedTransaction, False,
+    (
+        ('producer_id', ('int64', 0)),
+        ('first_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v4 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _E_AbortedTransaction_v4))),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('_diverging_epoch', 'struct', None),
+        ('_current_leader', 'struct', None),
+        ('_snapshot_id', 'struct', None),
+        ('preferred_read_replica', 'eq', -1),
+    ),
+    (),
+)
+
+_E_FetchableTopicResponse_v4 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 30, ('struct', 0, _E_PartitionData_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v4 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _E_FetchableTopicResponse_v4))),
+    ),
+    (
+        ('session_id', 'eq', 0),
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_PartitionData_v5 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _E_AbortedTransaction_v4))),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('_diverging_epoch', 'struct', None),
+        ('_current_leader', 'struct', None),
+        ('_snapshot_id', 'struct', None),
+        ('preferred_read_replica', 'eq', -1),
+    ),
+    (),
+)
+
+_E_FetchableTopicResponse_v5 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 38, ('struct', 0, _E_PartitionData_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v5 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _E_FetchableTopicResponse_v5))),
+    ),
+    (
+        ('session_id', 'eq', 0),
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_FetchResponse_v7 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _E_FetchableTopicResponse_v5))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_PartitionData_v11 = (
+    PartitionData, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 2, 16, ('struct', 0, _E_AbortedTransaction_v4))),
+        ('preferred_read_replica', ('int32', 0)),
+        ('records', ('records', 2)),
+    ),
+    (
+        ('_diverging_epoch', 'struct', None),
+        ('_current_leader', 'struct', None),
+        ('_snapshot_id', 'struct', None),
+    ),
+    (),
+)
+
+_E_FetchableTopicResponse_v11 = (
+    FetchableTopicResponse, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 42, ('struct', 0, _E_PartitionData_v11))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v11 = (
+    FetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 0, 6, ('struct', 0, _E_FetchableTopicResponse_v11))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_AbortedTransaction_v12 = (
+    AbortedTransaction, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('first_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_EpochEndOffset_v12 = (
+    EpochEndOffset, True,
+    (
+        ('epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaderIdAndEpoch_v12 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_SnapshotId_v12 = (
+    SnapshotId, True,
+    (
+        ('end_offset', ('int64', 0)),
+        ('epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v12 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('high_watermark', ('int64', 0)),
+        ('last_stable_offset', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('aborted_transactions', ('array', 3, 17, ('struct', 0, _E_AbortedTransaction_v12))),
+        ('preferred_read_replica', ('int32', 0)),
+        ('records', ('records', 3)),
+    ),
+    (),
+    (
+        (0, '_diverging_epoch', ('struct', 0, _E_EpochEndOffset_v12), 'struct', (('epoch', 'eq', -1), ('end_offset', 'eq', -1), )),
+        (1, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v12), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), )),
+        (2, '_snapshot_id', ('struct', 0, _E_SnapshotId_v12), 'struct', (('end_offset', 'eq', -1), ('epoch', 'eq', -1), )),
+    ),
+)
+
+_E_FetchableTopicResponse_v12 = (
+    FetchableTopicResponse, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _E_PartitionData_v12))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v12 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 3, ('struct', 0, _E_FetchableTopicResponse_v12))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_FetchableTopicResponse_v13 = (
+    FetchableTopicResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 37, ('struct', 0, _E_PartitionData_v12))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v13 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 18, ('struct', 0, _E_FetchableTopicResponse_v13))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_NodeEndpoint_v16 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_FetchResponse_v16 = (
+    FetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('session_id', ('int32', 0)),
+        ('responses', ('array', 1, 18, ('struct', 0, _E_FetchableTopicResponse_v13))),
+    ),
+    (),
+    (
+        (0, 'node_endpoints', ('array', 1, 11, ('struct', 0, _E_NodeEndpoint_v16)), 'empty', None),
+    ),
+)
+
+_install_encoder(FetchResponse, {
+    4: _E_FetchResponse_v4,
+    5: _E_FetchResponse_v5,
+    6: _E_FetchResponse_v5,
+    7: _E_FetchResponse_v7,
+    8: _E_FetchResponse_v7,
+    9: _E_FetchResponse_v7,
+    10: _E_FetchResponse_v7,
+    11: _E_FetchResponse_v11,
+    12: _E_FetchResponse_v12,
+    13: _E_FetchResponse_v13,
+    14: _E_FetchResponse_v13,
+    15: _E_FetchResponse_v13,
+    16: _E_FetchResponse_v16,
+    17: _E_FetchResponse_v16,
+    18: _E_FetchResponse_v16,
+    19: _E_FetchResponse_v16,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -886,6 +886,96 @@ _P_FetchSnapshotRequest_v1 = (
 _install_native(FetchSnapshotRequest, {
     0: _P_FetchSnapshotRequest_v0,
     1: _P_FetchSnapshotRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_SnapshotId_v0 = (
+    SnapshotId, True,
+    (
+        ('end_offset', ('int64', 0)),
+        ('epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionSnapshot_v0 = (
+    PartitionSnapshot, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('_snapshot_id', ('struct', 0, _E_SnapshotId_v0), 'snapshot_id'),
+        ('position', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicSnapshot_v0 = (
+    TopicSnapshot, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 30, ('struct', 0, _E_PartitionSnapshot_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchSnapshotRequest_v0 = (
+    FetchSnapshotRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicSnapshot_v0))),
+    ),
+    (),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+    ),
+)
+
+_E_PartitionSnapshot_v1 = (
+    PartitionSnapshot, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('_snapshot_id', ('struct', 0, _E_SnapshotId_v0), 'snapshot_id'),
+        ('position', ('int64', 0)),
+    ),
+    (),
+    (
+        (0, 'replica_directory_id', ('uuid', 0), 'eq', ZERO_UUID),
+    ),
+)
+
+_E_TopicSnapshot_v1 = (
+    TopicSnapshot, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 30, ('struct', 0, _E_PartitionSnapshot_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchSnapshotRequest_v1 = (
+    FetchSnapshotRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicSnapshot_v1))),
+    ),
+    (),
+    (
+        (0, 'cluster_id', ('string', 3), 'null', None),
+    ),
+)
+
+_install_encoder(FetchSnapshotRequest, {
+    0: _E_FetchSnapshotRequest_v0,
+    1: _E_FetchSnapshotRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

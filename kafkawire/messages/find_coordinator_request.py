@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -400,6 +400,67 @@ _install_native(FindCoordinatorRequest, {
     4: _P_FindCoordinatorRequest_v4,
     5: _P_FindCoordinatorRequest_v4,
     6: _P_FindCoordinatorRequest_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_FindCoordinatorRequest_v0 = (
+    FindCoordinatorRequest, False,
+    (
+        ('key', ('string', 0)),
+    ),
+    (
+        ('key_type', 'eq', 0),
+        ('coordinator_keys', 'empty', None),
+    ),
+    (),
+)
+
+_E_FindCoordinatorRequest_v1 = (
+    FindCoordinatorRequest, False,
+    (
+        ('key', ('string', 0)),
+        ('key_type', ('int8', 0)),
+    ),
+    (
+        ('coordinator_keys', 'empty', None),
+    ),
+    (),
+)
+
+_E_FindCoordinatorRequest_v3 = (
+    FindCoordinatorRequest, True,
+    (
+        ('key', ('string', 1)),
+        ('key_type', ('int8', 0)),
+    ),
+    (
+        ('coordinator_keys', 'empty', None),
+    ),
+    (),
+)
+
+_E_FindCoordinatorRequest_v4 = (
+    FindCoordinatorRequest, True,
+    (
+        ('key_type', ('int8', 0)),
+        ('coordinator_keys', ('array', 1, 1, ('string', 1))),
+    ),
+    (
+        ('key', 'eq', ''),
+    ),
+    (),
+)
+
+_install_encoder(FindCoordinatorRequest, {
+    0: _E_FindCoordinatorRequest_v0,
+    1: _E_FindCoordinatorRequest_v1,
+    2: _E_FindCoordinatorRequest_v1,
+    3: _E_FindCoordinatorRequest_v3,
+    4: _E_FindCoordinatorRequest_v4,
+    5: _E_FindCoordinatorRequest_v4,
+    6: _E_FindCoordinatorRequest_v4,
 })
 
 _FIELDS_AT = _FieldLines(

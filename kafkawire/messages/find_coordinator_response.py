@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -699,6 +699,94 @@ _install_native(FindCoordinatorResponse, {
     4: _P_FindCoordinatorResponse_v4,
     5: _P_FindCoordinatorResponse_v4,
     6: _P_FindCoordinatorResponse_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_FindCoordinatorResponse_v0 = (
+    FindCoordinatorResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('coordinators', 'empty', None),
+    ),
+    (),
+)
+
+_E_FindCoordinatorResponse_v1 = (
+    FindCoordinatorResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 2)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('coordinators', 'empty', None),
+    ),
+    (),
+)
+
+_E_FindCoordinatorResponse_v3 = (
+    FindCoordinatorResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+    ),
+    (
+        ('coordinators', 'empty', None),
+    ),
+    (),
+)
+
+_E_Coordinator_v4 = (
+    Coordinator, True,
+    (
+        ('key', ('string', 1)),
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_FindCoordinatorResponse_v4 = (
+    FindCoordinatorResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('coordinators', ('array', 1, 14, ('struct', 0, _E_Coordinator_v4))),
+    ),
+    (
+        ('error_code', 'eq', 0),
+        ('node_id', 'eq', 0),
+        ('host', 'eq', ''),
+        ('port', 'eq', 0),
+    ),
+    (),
+)
+
+_install_encoder(FindCoordinatorResponse, {
+    0: _E_FindCoordinatorResponse_v0,
+    1: _E_FindCoordinatorResponse_v1,
+    2: _E_FindCoordinatorResponse_v1,
+    3: _E_FindCoordinatorResponse_v3,
+    4: _E_FindCoordinatorResponse_v4,
+    5: _E_FindCoordinatorResponse_v4,
+    6: _E_FindCoordinatorResponse_v4,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -239,6 +239,30 @@ _P_GetTelemetrySubscriptionsResponse_v0 = (
 
 _install_native(GetTelemetrySubscriptionsResponse, {
     0: _P_GetTelemetrySubscriptionsResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_GetTelemetrySubscriptionsResponse_v0 = (
+    GetTelemetrySubscriptionsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('client_instance_id', ('uuid', 0)),
+        ('subscription_id', ('int32', 0)),
+        ('accepted_compression_types', ('array', 1, 1, ('int8', 0))),
+        ('push_interval_ms', ('int32', 0)),
+        ('telemetry_max_bytes', ('int32', 0)),
+        ('delta_temporality', ('bool', 0)),
+        ('requested_metrics', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(GetTelemetrySubscriptionsResponse, {
+    0: _E_GetTelemetrySubscriptionsResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

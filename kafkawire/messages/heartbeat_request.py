@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -411,6 +411,54 @@ _install_native(HeartbeatRequest, {
     2: _P_HeartbeatRequest_v0,
     3: _P_HeartbeatRequest_v3,
     4: _P_HeartbeatRequest_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_HeartbeatRequest_v0 = (
+    HeartbeatRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_HeartbeatRequest_v3 = (
+    HeartbeatRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_HeartbeatRequest_v4 = (
+    HeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(HeartbeatRequest, {
+    0: _E_HeartbeatRequest_v0,
+    1: _E_HeartbeatRequest_v0,
+    2: _E_HeartbeatRequest_v0,
+    3: _E_HeartbeatRequest_v3,
+    4: _E_HeartbeatRequest_v4,
 })
 
 _FIELDS_AT = _FieldLines(

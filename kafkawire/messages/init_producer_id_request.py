@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -463,6 +463,78 @@ _install_native(InitProducerIdRequest, {
     4: _P_InitProducerIdRequest_v3,
     5: _P_InitProducerIdRequest_v3,
     6: _P_InitProducerIdRequest_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_InitProducerIdRequest_v0 = (
+    InitProducerIdRequest, False,
+    (
+        ('transactional_id', ('string', 2)),
+        ('transaction_timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('producer_id', 'eq', -1),
+        ('producer_epoch', 'eq', -1),
+        ('enable2_pc', 'eq', False),
+        ('keep_prepared_txn', 'eq', False),
+    ),
+    (),
+)
+
+_E_InitProducerIdRequest_v2 = (
+    InitProducerIdRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('transaction_timeout_ms', ('int32', 0)),
+    ),
+    (
+        ('producer_id', 'eq', -1),
+        ('producer_epoch', 'eq', -1),
+        ('enable2_pc', 'eq', False),
+        ('keep_prepared_txn', 'eq', False),
+    ),
+    (),
+)
+
+_E_InitProducerIdRequest_v3 = (
+    InitProducerIdRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('transaction_timeout_ms', ('int32', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (
+        ('enable2_pc', 'eq', False),
+        ('keep_prepared_txn', 'eq', False),
+    ),
+    (),
+)
+
+_E_InitProducerIdRequest_v6 = (
+    InitProducerIdRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('transaction_timeout_ms', ('int32', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('enable2_pc', ('bool', 0)),
+        ('keep_prepared_txn', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(InitProducerIdRequest, {
+    0: _E_InitProducerIdRequest_v0,
+    1: _E_InitProducerIdRequest_v0,
+    2: _E_InitProducerIdRequest_v2,
+    3: _E_InitProducerIdRequest_v3,
+    4: _E_InitProducerIdRequest_v3,
+    5: _E_InitProducerIdRequest_v3,
+    6: _E_InitProducerIdRequest_v6,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -243,6 +243,63 @@ _install_native(InitProducerIdResponse, {
     4: _P_InitProducerIdResponse_v2,
     5: _P_InitProducerIdResponse_v2,
     6: _P_InitProducerIdResponse_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_InitProducerIdResponse_v0 = (
+    InitProducerIdResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (
+        ('ongoing_txn_producer_id', 'eq', -1),
+        ('ongoing_txn_producer_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_InitProducerIdResponse_v2 = (
+    InitProducerIdResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+    ),
+    (
+        ('ongoing_txn_producer_id', 'eq', -1),
+        ('ongoing_txn_producer_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_InitProducerIdResponse_v6 = (
+    InitProducerIdResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('ongoing_txn_producer_id', ('int64', 0)),
+        ('ongoing_txn_producer_epoch', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(InitProducerIdResponse, {
+    0: _E_InitProducerIdResponse_v0,
+    1: _E_InitProducerIdResponse_v0,
+    2: _E_InitProducerIdResponse_v2,
+    3: _E_InitProducerIdResponse_v2,
+    4: _E_InitProducerIdResponse_v2,
+    5: _E_InitProducerIdResponse_v2,
+    6: _E_InitProducerIdResponse_v6,
 })
 
 _FIELDS_AT = _FieldLines(

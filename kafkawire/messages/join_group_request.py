@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1272,6 +1272,119 @@ _install_native(JoinGroupRequest, {
     7: _P_JoinGroupRequest_v6,
     8: _P_JoinGroupRequest_v8,
     9: _P_JoinGroupRequest_v8,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_JoinGroupRequestProtocol_v0 = (
+    JoinGroupRequestProtocol, False,
+    (
+        ('name', ('string', 0)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupRequest_v0 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _E_JoinGroupRequestProtocol_v0))),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_JoinGroupRequest_v1 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _E_JoinGroupRequestProtocol_v0))),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_JoinGroupRequest_v5 = (
+    JoinGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('protocol_type', ('string', 0)),
+        ('protocols', ('array', 0, 6, ('struct', 0, _E_JoinGroupRequestProtocol_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupRequestProtocol_v6 = (
+    JoinGroupRequestProtocol, True,
+    (
+        ('name', ('string', 1)),
+        ('metadata', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupRequest_v6 = (
+    JoinGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('protocol_type', ('string', 1)),
+        ('protocols', ('array', 1, 3, ('struct', 0, _E_JoinGroupRequestProtocol_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupRequest_v8 = (
+    JoinGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('session_timeout_ms', ('int32', 0)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('protocol_type', ('string', 1)),
+        ('protocols', ('array', 1, 3, ('struct', 0, _E_JoinGroupRequestProtocol_v6))),
+        ('reason', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(JoinGroupRequest, {
+    0: _E_JoinGroupRequest_v0,
+    1: _E_JoinGroupRequest_v1,
+    2: _E_JoinGroupRequest_v1,
+    3: _E_JoinGroupRequest_v1,
+    4: _E_JoinGroupRequest_v1,
+    5: _E_JoinGroupRequest_v5,
+    6: _E_JoinGroupRequest_v6,
+    7: _E_JoinGroupRequest_v6,
+    8: _E_JoinGroupRequest_v8,
+    9: _E_JoinGroupRequest_v8,
 })
 
 _FIELDS_AT = _FieldLines(

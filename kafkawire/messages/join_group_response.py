@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1643,6 +1643,156 @@ _install_native(JoinGroupResponse, {
     7: _P_JoinGroupResponse_v7,
     8: _P_JoinGroupResponse_v7,
     9: _P_JoinGroupResponse_v9,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_JoinGroupResponseMember_v0 = (
+    JoinGroupResponseMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupResponse_v0 = (
+    JoinGroupResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _E_JoinGroupResponseMember_v0))),
+    ),
+    (
+        ('skip_assignment', 'eq', False),
+    ),
+    (),
+)
+
+_E_JoinGroupResponse_v2 = (
+    JoinGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _E_JoinGroupResponseMember_v0))),
+    ),
+    (
+        ('skip_assignment', 'eq', False),
+    ),
+    (),
+)
+
+_E_JoinGroupResponseMember_v5 = (
+    JoinGroupResponseMember, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('metadata', ('bytes', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupResponse_v5 = (
+    JoinGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 0)),
+        ('leader', ('string', 0)),
+        ('member_id', ('string', 0)),
+        ('members', ('array', 0, 8, ('struct', 0, _E_JoinGroupResponseMember_v5))),
+    ),
+    (
+        ('skip_assignment', 'eq', False),
+    ),
+    (),
+)
+
+_E_JoinGroupResponseMember_v6 = (
+    JoinGroupResponseMember, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('metadata', ('bytes', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_JoinGroupResponse_v6 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_name', ('string', 1)),
+        ('leader', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _E_JoinGroupResponseMember_v6))),
+    ),
+    (
+        ('skip_assignment', 'eq', False),
+    ),
+    (),
+)
+
+_E_JoinGroupResponse_v7 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('leader', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _E_JoinGroupResponseMember_v6))),
+    ),
+    (
+        ('skip_assignment', 'eq', False),
+    ),
+    (),
+)
+
+_E_JoinGroupResponse_v9 = (
+    JoinGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('protocol_type', ('string', 3)),
+        ('protocol_name', ('string', 3)),
+        ('leader', ('string', 1)),
+        ('skip_assignment', ('bool', 0)),
+        ('member_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _E_JoinGroupResponseMember_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(JoinGroupResponse, {
+    0: _E_JoinGroupResponse_v0,
+    1: _E_JoinGroupResponse_v0,
+    2: _E_JoinGroupResponse_v2,
+    3: _E_JoinGroupResponse_v2,
+    4: _E_JoinGroupResponse_v2,
+    5: _E_JoinGroupResponse_v5,
+    6: _E_JoinGroupResponse_v6,
+    7: _E_JoinGroupResponse_v7,
+    8: _E_JoinGroupResponse_v7,
+    9: _E_JoinGroupResponse_v9,
 })
 
 _FIELDS_AT = _FieldLines(

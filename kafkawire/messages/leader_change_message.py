@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -437,6 +437,59 @@ _P_LeaderChangeMessage_v1 = (
 _install_native(LeaderChangeMessage, {
     0: _P_LeaderChangeMessage_v0,
     1: _P_LeaderChangeMessage_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_Voter_v0 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+    ),
+    (
+        ('voter_directory_id', 'eq', ZERO_UUID),
+    ),
+    (),
+)
+
+_E_LeaderChangeMessage_v0 = (
+    LeaderChangeMessage, True,
+    (
+        ('version', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('voters', ('array', 1, 5, ('struct', 0, _E_Voter_v0))),
+        ('granting_voters', ('array', 1, 5, ('struct', 0, _E_Voter_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_Voter_v1 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaderChangeMessage_v1 = (
+    LeaderChangeMessage, True,
+    (
+        ('version', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('voters', ('array', 1, 21, ('struct', 0, _E_Voter_v1))),
+        ('granting_voters', ('array', 1, 21, ('struct', 0, _E_Voter_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(LeaderChangeMessage, {
+    0: _E_LeaderChangeMessage_v0,
+    1: _E_LeaderChangeMessage_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -811,6 +811,97 @@ _install_native(LeaveGroupRequest, {
     3: _P_LeaveGroupRequest_v3,
     4: _P_LeaveGroupRequest_v4,
     5: _P_LeaveGroupRequest_v5,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_LeaveGroupRequest_v0 = (
+    LeaveGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('member_id', ('string', 0)),
+    ),
+    (
+        ('members', 'empty', None),
+    ),
+    (),
+)
+
+_E_MemberIdentity_v3 = (
+    MemberIdentity, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaveGroupRequest_v3 = (
+    LeaveGroupRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('members', ('array', 0, 4, ('struct', 0, _E_MemberIdentity_v3))),
+    ),
+    (
+        ('member_id', 'eq', ''),
+    ),
+    (),
+)
+
+_E_MemberIdentity_v4 = (
+    MemberIdentity, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaveGroupRequest_v4 = (
+    LeaveGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('members', ('array', 1, 3, ('struct', 0, _E_MemberIdentity_v4))),
+    ),
+    (
+        ('member_id', 'eq', ''),
+    ),
+    (),
+)
+
+_E_MemberIdentity_v5 = (
+    MemberIdentity, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('reason', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaveGroupRequest_v5 = (
+    LeaveGroupRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('members', ('array', 1, 4, ('struct', 0, _E_MemberIdentity_v5))),
+    ),
+    (
+        ('member_id', 'eq', ''),
+    ),
+    (),
+)
+
+_install_encoder(LeaveGroupRequest, {
+    0: _E_LeaveGroupRequest_v0,
+    1: _E_LeaveGroupRequest_v0,
+    2: _E_LeaveGroupRequest_v0,
+    3: _E_LeaveGroupRequest_v3,
+    4: _E_LeaveGroupRequest_v4,
+    5: _E_LeaveGroupRequest_v5,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -506,6 +506,85 @@ _install_native(LeaveGroupResponse, {
     3: _P_LeaveGroupResponse_v3,
     4: _P_LeaveGroupResponse_v4,
     5: _P_LeaveGroupResponse_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_LeaveGroupResponse_v0 = (
+    LeaveGroupResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('members', 'empty', None),
+    ),
+    (),
+)
+
+_E_LeaveGroupResponse_v1 = (
+    LeaveGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('members', 'empty', None),
+    ),
+    (),
+)
+
+_E_MemberResponse_v3 = (
+    MemberResponse, False,
+    (
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaveGroupResponse_v3 = (
+    LeaveGroupResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('members', ('array', 0, 6, ('struct', 0, _E_MemberResponse_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_MemberResponse_v4 = (
+    MemberResponse, True,
+    (
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_LeaveGroupResponse_v4 = (
+    LeaveGroupResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('members', ('array', 1, 5, ('struct', 0, _E_MemberResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(LeaveGroupResponse, {
+    0: _E_LeaveGroupResponse_v0,
+    1: _E_LeaveGroupResponse_v1,
+    2: _E_LeaveGroupResponse_v1,
+    3: _E_LeaveGroupResponse_v3,
+    4: _E_LeaveGroupResponse_v4,
+    5: _E_LeaveGroupResponse_v4,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -395,6 +395,55 @@ _P_ListConfigResourcesResponse_v1 = (
 _install_native(ListConfigResourcesResponse, {
     0: _P_ListConfigResourcesResponse_v0,
     1: _P_ListConfigResourcesResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ConfigResource_v0 = (
+    ConfigResource, True,
+    (
+        ('resource_name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_ListConfigResourcesResponse_v0 = (
+    ListConfigResourcesResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('config_resources', ('array', 1, 2, ('struct', 0, _E_ConfigResource_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ConfigResource_v1 = (
+    ConfigResource, True,
+    (
+        ('resource_name', ('string', 1)),
+        ('resource_type', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListConfigResourcesResponse_v1 = (
+    ListConfigResourcesResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('config_resources', ('array', 1, 3, ('struct', 0, _E_ConfigResource_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListConfigResourcesResponse, {
+    0: _E_ListConfigResourcesResponse_v0,
+    1: _E_ListConfigResourcesResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -438,6 +438,59 @@ _install_native(ListGroupsRequest, {
     3: _P_ListGroupsRequest_v3,
     4: _P_ListGroupsRequest_v4,
     5: _P_ListGroupsRequest_v5,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ListGroupsRequest_v0 = (
+    ListGroupsRequest, False,
+    (),
+    (
+        ('states_filter', 'empty', None),
+        ('types_filter', 'empty', None),
+    ),
+    (),
+)
+
+_E_ListGroupsRequest_v3 = (
+    ListGroupsRequest, True,
+    (),
+    (
+        ('states_filter', 'empty', None),
+        ('types_filter', 'empty', None),
+    ),
+    (),
+)
+
+_E_ListGroupsRequest_v4 = (
+    ListGroupsRequest, True,
+    (
+        ('states_filter', ('array', 1, 1, ('string', 1))),
+    ),
+    (
+        ('types_filter', 'empty', None),
+    ),
+    (),
+)
+
+_E_ListGroupsRequest_v5 = (
+    ListGroupsRequest, True,
+    (
+        ('states_filter', ('array', 1, 1, ('string', 1))),
+        ('types_filter', ('array', 1, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListGroupsRequest, {
+    0: _E_ListGroupsRequest_v0,
+    1: _E_ListGroupsRequest_v0,
+    2: _E_ListGroupsRequest_v0,
+    3: _E_ListGroupsRequest_v3,
+    4: _E_ListGroupsRequest_v4,
+    5: _E_ListGroupsRequest_v5,
 })
 
 _FIELDS_AT = _FieldLines(

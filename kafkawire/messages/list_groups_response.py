@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -966,6 +966,115 @@ _install_native(ListGroupsResponse, {
     3: _P_ListGroupsResponse_v3,
     4: _P_ListGroupsResponse_v4,
     5: _P_ListGroupsResponse_v5,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ListedGroup_v0 = (
+    ListedGroup, False,
+    (
+        ('group_id', ('string', 0)),
+        ('protocol_type', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListGroupsResponse_v0 = (
+    ListGroupsResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 0, 4, ('struct', 0, _E_ListedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ListGroupsResponse_v1 = (
+    ListGroupsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 0, 4, ('struct', 0, _E_ListedGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ListedGroup_v3 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_ListGroupsResponse_v3 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 3, ('struct', 0, _E_ListedGroup_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_ListedGroup_v4 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('group_state', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_ListGroupsResponse_v4 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 4, ('struct', 0, _E_ListedGroup_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_ListedGroup_v5 = (
+    ListedGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('protocol_type', ('string', 1)),
+        ('group_state', ('string', 1)),
+        ('group_type', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_ListGroupsResponse_v5 = (
+    ListGroupsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('groups', ('array', 1, 5, ('struct', 0, _E_ListedGroup_v5))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListGroupsResponse, {
+    0: _E_ListGroupsResponse_v0,
+    1: _E_ListGroupsResponse_v1,
+    2: _E_ListGroupsResponse_v1,
+    3: _E_ListGroupsResponse_v3,
+    4: _E_ListGroupsResponse_v4,
+    5: _E_ListGroupsResponse_v5,
 })
 
 _FIELDS_AT = _FieldLines(

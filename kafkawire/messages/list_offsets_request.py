@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -898,6 +898,142 @@ _install_native(ListOffsetsRequest, {
     9: _P_ListOffsetsRequest_v6,
     10: _P_ListOffsetsRequest_v10,
     11: _P_ListOffsetsRequest_v10,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ListOffsetsPartition_v1 = (
+    ListOffsetsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsTopic_v1 = (
+    ListOffsetsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _E_ListOffsetsPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsRequest_v1 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopic_v1))),
+    ),
+    (
+        ('isolation_level', 'eq', 0),
+    ),
+    (),
+)
+
+_E_ListOffsetsRequest_v2 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopic_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsPartition_v4 = (
+    ListOffsetsPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsTopic_v4 = (
+    ListOffsetsTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _E_ListOffsetsPartition_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsRequest_v4 = (
+    ListOffsetsRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopic_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsPartition_v6 = (
+    ListOffsetsPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('timestamp', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsTopic_v6 = (
+    ListOffsetsTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 17, ('struct', 0, _E_ListOffsetsPartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsRequest_v6 = (
+    ListOffsetsRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_ListOffsetsTopic_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsRequest_v10 = (
+    ListOffsetsRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('isolation_level', ('int8', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_ListOffsetsTopic_v6))),
+        ('timeout_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListOffsetsRequest, {
+    1: _E_ListOffsetsRequest_v1,
+    2: _E_ListOffsetsRequest_v2,
+    3: _E_ListOffsetsRequest_v2,
+    4: _E_ListOffsetsRequest_v4,
+    5: _E_ListOffsetsRequest_v4,
+    6: _E_ListOffsetsRequest_v6,
+    7: _E_ListOffsetsRequest_v6,
+    8: _E_ListOffsetsRequest_v6,
+    9: _E_ListOffsetsRequest_v6,
+    10: _E_ListOffsetsRequest_v10,
+    11: _E_ListOffsetsRequest_v10,
 })
 
 _FIELDS_AT = _FieldLines(

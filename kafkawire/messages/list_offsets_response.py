@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -743,6 +743,132 @@ _install_native(ListOffsetsResponse, {
     9: _P_ListOffsetsResponse_v6,
     10: _P_ListOffsetsResponse_v6,
     11: _P_ListOffsetsResponse_v6,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ListOffsetsPartitionResponse_v1 = (
+    ListOffsetsPartitionResponse, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (
+        ('leader_epoch', 'eq', -1),
+    ),
+    (),
+)
+
+_E_ListOffsetsTopicResponse_v1 = (
+    ListOffsetsTopicResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 22, ('struct', 0, _E_ListOffsetsPartitionResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsResponse_v1 = (
+    ListOffsetsResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopicResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsResponse_v2 = (
+    ListOffsetsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopicResponse_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsPartitionResponse_v4 = (
+    ListOffsetsPartitionResponse, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsTopicResponse_v4 = (
+    ListOffsetsTopicResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _E_ListOffsetsPartitionResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsResponse_v4 = (
+    ListOffsetsResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_ListOffsetsTopicResponse_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsPartitionResponse_v6 = (
+    ListOffsetsPartitionResponse, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('timestamp', ('int64', 0)),
+        ('offset', ('int64', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsTopicResponse_v6 = (
+    ListOffsetsTopicResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 27, ('struct', 0, _E_ListOffsetsPartitionResponse_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_ListOffsetsResponse_v6 = (
+    ListOffsetsResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_ListOffsetsTopicResponse_v6))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListOffsetsResponse, {
+    1: _E_ListOffsetsResponse_v1,
+    2: _E_ListOffsetsResponse_v2,
+    3: _E_ListOffsetsResponse_v2,
+    4: _E_ListOffsetsResponse_v4,
+    5: _E_ListOffsetsResponse_v4,
+    6: _E_ListOffsetsResponse_v6,
+    7: _E_ListOffsetsResponse_v6,
+    8: _E_ListOffsetsResponse_v6,
+    9: _E_ListOffsetsResponse_v6,
+    10: _E_ListOffsetsResponse_v6,
+    11: _E_ListOffsetsResponse_v6,
 })
 
 _FIELDS_AT = _FieldLines(

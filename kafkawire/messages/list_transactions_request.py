@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -544,6 +544,53 @@ _install_native(ListTransactionsRequest, {
     0: _P_ListTransactionsRequest_v0,
     1: _P_ListTransactionsRequest_v1,
     2: _P_ListTransactionsRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ListTransactionsRequest_v0 = (
+    ListTransactionsRequest, True,
+    (
+        ('state_filters', ('array', 1, 1, ('string', 1))),
+        ('producer_id_filters', ('array', 1, 8, ('int64', 0))),
+    ),
+    (
+        ('duration_filter', 'eq', -1),
+        ('transactional_id_pattern', 'null', None),
+    ),
+    (),
+)
+
+_E_ListTransactionsRequest_v1 = (
+    ListTransactionsRequest, True,
+    (
+        ('state_filters', ('array', 1, 1, ('string', 1))),
+        ('producer_id_filters', ('array', 1, 8, ('int64', 0))),
+        ('duration_filter', ('int64', 0)),
+    ),
+    (
+        ('transactional_id_pattern', 'null', None),
+    ),
+    (),
+)
+
+_E_ListTransactionsRequest_v2 = (
+    ListTransactionsRequest, True,
+    (
+        ('state_filters', ('array', 1, 1, ('string', 1))),
+        ('producer_id_filters', ('array', 1, 8, ('int64', 0))),
+        ('duration_filter', ('int64', 0)),
+        ('transactional_id_pattern', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ListTransactionsRequest, {
+    0: _E_ListTransactionsRequest_v0,
+    1: _E_ListTransactionsRequest_v1,
+    2: _E_ListTransactionsRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -911,6 +911,142 @@ _install_native(MetadataRequest, {
     11: _P_MetadataRequest_v11,
     12: _P_MetadataRequest_v11,
     13: _P_MetadataRequest_v11,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_MetadataRequestTopic_v0 = (
+    MetadataRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequest_v0 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 0, 2, ('struct', 0, _E_MetadataRequestTopic_v0))),
+    ),
+    (
+        ('allow_auto_topic_creation', 'eq', True),
+        ('include_cluster_authorized_operations', 'eq', False),
+        ('include_topic_authorized_operations', 'eq', False),
+    ),
+    (),
+)
+
+_E_MetadataRequest_v1 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _E_MetadataRequestTopic_v0))),
+    ),
+    (
+        ('allow_auto_topic_creation', 'eq', True),
+        ('include_cluster_authorized_operations', 'eq', False),
+        ('include_topic_authorized_operations', 'eq', False),
+    ),
+    (),
+)
+
+_E_MetadataRequest_v4 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _E_MetadataRequestTopic_v0))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+    ),
+    (
+        ('include_cluster_authorized_operations', 'eq', False),
+        ('include_topic_authorized_operations', 'eq', False),
+    ),
+    (),
+)
+
+_E_MetadataRequest_v8 = (
+    MetadataRequest, False,
+    (
+        ('topics', ('array', 2, 2, ('struct', 0, _E_MetadataRequestTopic_v0))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequestTopic_v9 = (
+    MetadataRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequest_v9 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 2, ('struct', 0, _E_MetadataRequestTopic_v9))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequestTopic_v10 = (
+    MetadataRequestTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('name', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequest_v10 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 18, ('struct', 0, _E_MetadataRequestTopic_v10))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_cluster_authorized_operations', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataRequest_v11 = (
+    MetadataRequest, True,
+    (
+        ('topics', ('array', 3, 18, ('struct', 0, _E_MetadataRequestTopic_v10))),
+        ('allow_auto_topic_creation', ('bool', 0)),
+        ('include_topic_authorized_operations', ('bool', 0)),
+    ),
+    (
+        ('include_cluster_authorized_operations', 'eq', False),
+    ),
+    (),
+)
+
+_install_encoder(MetadataRequest, {
+    0: _E_MetadataRequest_v0,
+    1: _E_MetadataRequest_v1,
+    2: _E_MetadataRequest_v1,
+    3: _E_MetadataRequest_v1,
+    4: _E_MetadataRequest_v4,
+    5: _E_MetadataRequest_v4,
+    6: _E_MetadataRequest_v4,
+    7: _E_MetadataRequest_v4,
+    8: _E_MetadataRequest_v8,
+    9: _E_MetadataRequest_v9,
+    10: _E_MetadataRequest_v10,
+    11: _E_MetadataRequest_v11,
+    12: _E_MetadataRequest_v11,
+    13: _E_MetadataRequest_v11,
 })
 
 _FIELDS_AT = _FieldLines(

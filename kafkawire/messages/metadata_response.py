@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -3979,6 +3979,399 @@ _install_native(MetadataResponse, {
     11: _P_MetadataResponse_v11,
     12: _P_MetadataResponse_v12,
     13: _P_MetadataResponse_v13,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_MetadataResponseBroker_v0 = (
+    MetadataResponseBroker, False,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponsePartition_v0 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v0 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _E_MetadataResponsePartition_v0))),
+    ),
+    (
+        ('topic_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v0 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 10, ('struct', 0, _E_MetadataResponseBroker_v0))),
+        ('topics', ('array', 0, 8, ('struct', 0, _E_MetadataResponseTopic_v0))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponseBroker_v1 = (
+    MetadataResponseBroker, False,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 0)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v1 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _E_MetadataResponsePartition_v0))),
+    ),
+    (
+        ('topic_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v1 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _E_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v2 = (
+    MetadataResponse, False,
+    (
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _E_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v3 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _E_MetadataResponseTopic_v1))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponsePartition_v5 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v5 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 22, ('struct', 0, _E_MetadataResponsePartition_v5))),
+    ),
+    (
+        ('topic_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v5 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _E_MetadataResponseTopic_v5))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponsePartition_v7 = (
+    MetadataResponsePartition, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 0, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 0, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v7 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _E_MetadataResponsePartition_v7))),
+    ),
+    (
+        ('topic_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v7 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 9, ('struct', 0, _E_MetadataResponseTopic_v7))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponseTopic_v8 = (
+    MetadataResponseTopic, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 0, 26, ('struct', 0, _E_MetadataResponsePartition_v7))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponse_v8 = (
+    MetadataResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 0, 12, ('struct', 0, _E_MetadataResponseBroker_v1))),
+        ('cluster_id', ('string', 2)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 0, 13, ('struct', 0, _E_MetadataResponseTopic_v8))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseBroker_v9 = (
+    MetadataResponseBroker, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponsePartition_v9 = (
+    MetadataResponsePartition, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition_index', ('int32', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('replica_nodes', ('array', 1, 4, ('int32', 0))),
+        ('isr_nodes', ('array', 1, 4, ('int32', 0))),
+        ('offline_replicas', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v9 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 1)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponse_v9 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 10, ('struct', 0, _E_MetadataResponseTopic_v9))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponseTopic_v10 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 1)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponse_v10 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _E_MetadataResponseTopic_v10))),
+        ('cluster_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponse_v11 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _E_MetadataResponseTopic_v10))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponseTopic_v12 = (
+    MetadataResponseTopic, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('name', ('string', 3)),
+        ('topic_id', ('uuid', 0)),
+        ('is_internal', ('bool', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_MetadataResponsePartition_v9))),
+        ('topic_authorized_operations', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_MetadataResponse_v12 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _E_MetadataResponseTopic_v12))),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_E_MetadataResponse_v13 = (
+    MetadataResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('brokers', ('array', 1, 11, ('struct', 0, _E_MetadataResponseBroker_v9))),
+        ('cluster_id', ('string', 3)),
+        ('controller_id', ('int32', 0)),
+        ('topics', ('array', 1, 26, ('struct', 0, _E_MetadataResponseTopic_v12))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('cluster_authorized_operations', 'eq', -2147483648),
+    ),
+    (),
+)
+
+_install_encoder(MetadataResponse, {
+    0: _E_MetadataResponse_v0,
+    1: _E_MetadataResponse_v1,
+    2: _E_MetadataResponse_v2,
+    3: _E_MetadataResponse_v3,
+    4: _E_MetadataResponse_v3,
+    5: _E_MetadataResponse_v5,
+    6: _E_MetadataResponse_v5,
+    7: _E_MetadataResponse_v7,
+    8: _E_MetadataResponse_v8,
+    9: _E_MetadataResponse_v9,
+    10: _E_MetadataResponse_v10,
+    11: _E_MetadataResponse_v11,
+    12: _E_MetadataResponse_v12,
+    13: _E_MetadataResponse_v13,
 })
 
 _FIELDS_AT = _FieldLines(

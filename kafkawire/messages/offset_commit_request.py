@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1586,6 +1586,178 @@ _install_native(OffsetCommitRequest, {
     8: _P_OffsetCommitRequest_v8,
     9: _P_OffsetCommitRequest_v8,
     10: _P_OffsetCommitRequest_v10,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetCommitRequestPartition_v2 = (
+    OffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequestTopic_v2 = (
+    OffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _E_OffsetCommitRequestPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequest_v2 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('retention_time_ms', ('int64', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitRequestTopic_v2))),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_OffsetCommitRequest_v5 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitRequestTopic_v2))),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_OffsetCommitRequestPartition_v6 = (
+    OffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequestTopic_v6 = (
+    OffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _E_OffsetCommitRequestPartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequest_v6 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitRequestTopic_v6))),
+    ),
+    (
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_OffsetCommitRequest_v7 = (
+    OffsetCommitRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 0)),
+        ('group_instance_id', ('string', 2)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitRequestTopic_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequestPartition_v8 = (
+    OffsetCommitRequestPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequestTopic_v8 = (
+    OffsetCommitRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_OffsetCommitRequestPartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequest_v8 = (
+    OffsetCommitRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetCommitRequestTopic_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequestTopic_v10 = (
+    OffsetCommitRequestTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_OffsetCommitRequestPartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitRequest_v10 = (
+    OffsetCommitRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('generation_id_or_member_epoch', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_OffsetCommitRequestTopic_v10))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(OffsetCommitRequest, {
+    2: _E_OffsetCommitRequest_v2,
+    3: _E_OffsetCommitRequest_v2,
+    4: _E_OffsetCommitRequest_v2,
+    5: _E_OffsetCommitRequest_v5,
+    6: _E_OffsetCommitRequest_v6,
+    7: _E_OffsetCommitRequest_v7,
+    8: _E_OffsetCommitRequest_v8,
+    9: _E_OffsetCommitRequest_v8,
+    10: _E_OffsetCommitRequest_v10,
 })
 
 _FIELDS_AT = _FieldLines(

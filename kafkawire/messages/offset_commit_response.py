@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -749,6 +749,110 @@ _install_native(OffsetCommitResponse, {
     8: _P_OffsetCommitResponse_v8,
     9: _P_OffsetCommitResponse_v8,
     10: _P_OffsetCommitResponse_v10,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetCommitResponsePartition_v2 = (
+    OffsetCommitResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponseTopic_v2 = (
+    OffsetCommitResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _E_OffsetCommitResponsePartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponse_v2 = (
+    OffsetCommitResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitResponseTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponse_v3 = (
+    OffsetCommitResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetCommitResponseTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponsePartition_v8 = (
+    OffsetCommitResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponseTopic_v8 = (
+    OffsetCommitResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_OffsetCommitResponsePartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponse_v8 = (
+    OffsetCommitResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetCommitResponseTopic_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponseTopic_v10 = (
+    OffsetCommitResponseTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_OffsetCommitResponsePartition_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetCommitResponse_v10 = (
+    OffsetCommitResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_OffsetCommitResponseTopic_v10))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(OffsetCommitResponse, {
+    2: _E_OffsetCommitResponse_v2,
+    3: _E_OffsetCommitResponse_v3,
+    4: _E_OffsetCommitResponse_v3,
+    5: _E_OffsetCommitResponse_v3,
+    6: _E_OffsetCommitResponse_v3,
+    7: _E_OffsetCommitResponse_v3,
+    8: _E_OffsetCommitResponse_v8,
+    9: _E_OffsetCommitResponse_v8,
+    10: _E_OffsetCommitResponse_v10,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -264,6 +264,42 @@ _P_OffsetDeleteRequest_v0 = (
 
 _install_native(OffsetDeleteRequest, {
     0: _P_OffsetDeleteRequest_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetDeleteRequestPartition_v0 = (
+    OffsetDeleteRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetDeleteRequestTopic_v0 = (
+    OffsetDeleteRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 4, ('struct', 0, _E_OffsetDeleteRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetDeleteRequest_v0 = (
+    OffsetDeleteRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetDeleteRequestTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(OffsetDeleteRequest, {
+    0: _E_OffsetDeleteRequest_v0,
 })
 
 _FIELDS_AT = _FieldLines(

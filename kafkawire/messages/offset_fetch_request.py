@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1682,6 +1682,187 @@ _install_native(OffsetFetchRequest, {
     8: _P_OffsetFetchRequest_v8,
     9: _P_OffsetFetchRequest_v9,
     10: _P_OffsetFetchRequest_v10,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetFetchRequestTopic_v1 = (
+    OffsetFetchRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_indexes', ('array', 0, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequest_v1 = (
+    OffsetFetchRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetFetchRequestTopic_v1))),
+    ),
+    (
+        ('groups', 'empty', None),
+        ('require_stable', 'eq', False),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequest_v2 = (
+    OffsetFetchRequest, False,
+    (
+        ('group_id', ('string', 0)),
+        ('topics', ('array', 2, 6, ('struct', 0, _E_OffsetFetchRequestTopic_v1))),
+    ),
+    (
+        ('groups', 'empty', None),
+        ('require_stable', 'eq', False),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequestTopic_v6 = (
+    OffsetFetchRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequest_v6 = (
+    OffsetFetchRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _E_OffsetFetchRequestTopic_v6))),
+    ),
+    (
+        ('groups', 'empty', None),
+        ('require_stable', 'eq', False),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequest_v7 = (
+    OffsetFetchRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _E_OffsetFetchRequestTopic_v6))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequestTopics_v8 = (
+    OffsetFetchRequestTopics, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequestGroup_v8 = (
+    OffsetFetchRequestGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 3, 3, ('struct', 0, _E_OffsetFetchRequestTopics_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequest_v8 = (
+    OffsetFetchRequest, True,
+    (
+        ('groups', ('array', 1, 3, ('struct', 0, _E_OffsetFetchRequestGroup_v8))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('group_id', 'eq', ''),
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequestGroup_v9 = (
+    OffsetFetchRequestGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('topics', ('array', 3, 3, ('struct', 0, _E_OffsetFetchRequestTopics_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequest_v9 = (
+    OffsetFetchRequest, True,
+    (
+        ('groups', ('array', 1, 8, ('struct', 0, _E_OffsetFetchRequestGroup_v9))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('group_id', 'eq', ''),
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchRequestTopics_v10 = (
+    OffsetFetchRequestTopics, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequestGroup_v10 = (
+    OffsetFetchRequestGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 3)),
+        ('member_epoch', ('int32', 0)),
+        ('topics', ('array', 3, 18, ('struct', 0, _E_OffsetFetchRequestTopics_v10))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchRequest_v10 = (
+    OffsetFetchRequest, True,
+    (
+        ('groups', ('array', 1, 8, ('struct', 0, _E_OffsetFetchRequestGroup_v10))),
+        ('require_stable', ('bool', 0)),
+    ),
+    (
+        ('group_id', 'eq', ''),
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_install_encoder(OffsetFetchRequest, {
+    1: _E_OffsetFetchRequest_v1,
+    2: _E_OffsetFetchRequest_v2,
+    3: _E_OffsetFetchRequest_v2,
+    4: _E_OffsetFetchRequest_v2,
+    5: _E_OffsetFetchRequest_v2,
+    6: _E_OffsetFetchRequest_v6,
+    7: _E_OffsetFetchRequest_v7,
+    8: _E_OffsetFetchRequest_v8,
+    9: _E_OffsetFetchRequest_v9,
+    10: _E_OffsetFetchRequest_v10,
 })
 
 _FIELDS_AT = _FieldLines(

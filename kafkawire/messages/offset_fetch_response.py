@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1790,6 +1790,231 @@ _install_native(OffsetFetchResponse, {
     8: _P_OffsetFetchResponse_v8,
     9: _P_OffsetFetchResponse_v8,
     10: _P_OffsetFetchResponse_v10,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetFetchResponsePartition_v1 = (
+    OffsetFetchResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('metadata', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseTopic_v1 = (
+    OffsetFetchResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 16, ('struct', 0, _E_OffsetFetchResponsePartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponse_v1 = (
+    OffsetFetchResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetFetchResponseTopic_v1))),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponse_v2 = (
+    OffsetFetchResponse, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetFetchResponseTopic_v1))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponse_v3 = (
+    OffsetFetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetFetchResponseTopic_v1))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponsePartition_v5 = (
+    OffsetFetchResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 2)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseTopic_v5 = (
+    OffsetFetchResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 20, ('struct', 0, _E_OffsetFetchResponsePartition_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponse_v5 = (
+    OffsetFetchResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetFetchResponseTopic_v5))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponsePartition_v6 = (
+    OffsetFetchResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseTopic_v6 = (
+    OffsetFetchResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _E_OffsetFetchResponsePartition_v6))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponse_v6 = (
+    OffsetFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetFetchResponseTopic_v6))),
+        ('error_code', ('int16', 0)),
+    ),
+    (
+        ('groups', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponsePartitions_v8 = (
+    OffsetFetchResponsePartitions, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('metadata', ('string', 3)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseTopics_v8 = (
+    OffsetFetchResponseTopics, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _E_OffsetFetchResponsePartitions_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseGroup_v8 = (
+    OffsetFetchResponseGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetFetchResponseTopics_v8))),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponse_v8 = (
+    OffsetFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 5, ('struct', 0, _E_OffsetFetchResponseGroup_v8))),
+    ),
+    (
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_E_OffsetFetchResponseTopics_v10 = (
+    OffsetFetchResponseTopics, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 20, ('struct', 0, _E_OffsetFetchResponsePartitions_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponseGroup_v10 = (
+    OffsetFetchResponseGroup, True,
+    (
+        ('group_id', ('string', 1)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_OffsetFetchResponseTopics_v10))),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetFetchResponse_v10 = (
+    OffsetFetchResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('groups', ('array', 1, 5, ('struct', 0, _E_OffsetFetchResponseGroup_v10))),
+    ),
+    (
+        ('topics', 'empty', None),
+    ),
+    (),
+)
+
+_install_encoder(OffsetFetchResponse, {
+    1: _E_OffsetFetchResponse_v1,
+    2: _E_OffsetFetchResponse_v2,
+    3: _E_OffsetFetchResponse_v3,
+    4: _E_OffsetFetchResponse_v3,
+    5: _E_OffsetFetchResponse_v5,
+    6: _E_OffsetFetchResponse_v6,
+    7: _E_OffsetFetchResponse_v6,
+    8: _E_OffsetFetchResponse_v8,
+    9: _E_OffsetFetchResponse_v8,
+    10: _E_OffsetFetchResponse_v10,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -558,6 +558,86 @@ _install_native(OffsetForLeaderEpochRequest, {
     2: _P_OffsetForLeaderEpochRequest_v2,
     3: _P_OffsetForLeaderEpochRequest_v3,
     4: _P_OffsetForLeaderEpochRequest_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_OffsetForLeaderPartition_v2 = (
+    OffsetForLeaderPartition, False,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderTopic_v2 = (
+    OffsetForLeaderTopic, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 12, ('struct', 0, _E_OffsetForLeaderPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderEpochRequest_v2 = (
+    OffsetForLeaderEpochRequest, False,
+    (
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetForLeaderTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderEpochRequest_v3 = (
+    OffsetForLeaderEpochRequest, False,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetForLeaderTopic_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderPartition_v4 = (
+    OffsetForLeaderPartition, True,
+    (
+        ('partition', ('int32', 0)),
+        ('current_leader_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderTopic_v4 = (
+    OffsetForLeaderTopic, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 13, ('struct', 0, _E_OffsetForLeaderPartition_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderEpochRequest_v4 = (
+    OffsetForLeaderEpochRequest, True,
+    (
+        ('replica_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetForLeaderTopic_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(OffsetForLeaderEpochRequest, {
+    2: _E_OffsetForLeaderEpochRequest_v2,
+    3: _E_OffsetForLeaderEpochRequest_v3,
+    4: _E_OffsetForLeaderEpochRequest_v4,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -488,6 +488,79 @@ _install_native(OffsetForLeaderEpochResponse, {
     2: _P_OffsetForLeaderEpochResponse_v2,
     3: _P_OffsetForLeaderEpochResponse_v2,
     4: _P_OffsetForLeaderEpochResponse_v4,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_EpochEndOffset_v2 = (
+    EpochEndOffset, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderTopicResult_v2 = (
+    OffsetForLeaderTopicResult, False,
+    (
+        ('topic', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _E_EpochEndOffset_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderEpochResponse_v2 = (
+    OffsetForLeaderEpochResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_OffsetForLeaderTopicResult_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_EpochEndOffset_v4 = (
+    EpochEndOffset, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('partition', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('end_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderTopicResult_v4 = (
+    OffsetForLeaderTopicResult, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 19, ('struct', 0, _E_EpochEndOffset_v4))),
+    ),
+    (),
+    (),
+)
+
+_E_OffsetForLeaderEpochResponse_v4 = (
+    OffsetForLeaderEpochResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_OffsetForLeaderTopicResult_v4))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(OffsetForLeaderEpochResponse, {
+    2: _E_OffsetForLeaderEpochResponse_v2,
+    3: _E_OffsetForLeaderEpochResponse_v2,
+    4: _E_OffsetForLeaderEpochResponse_v4,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -878,6 +878,109 @@ _install_native(ProduceRequest, {
     11: _P_ProduceRequest_v9,
     12: _P_ProduceRequest_v9,
     13: _P_ProduceRequest_v13,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionProduceData_v3 = (
+    PartitionProduceData, False,
+    (
+        ('index', ('int32', 0)),
+        ('records', ('records', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicProduceData_v3 = (
+    TopicProduceData, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_data', ('array', 0, 8, ('struct', 0, _E_PartitionProduceData_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceRequest_v3 = (
+    ProduceRequest, False,
+    (
+        ('transactional_id', ('string', 2)),
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 0, 6, ('struct', 0, _E_TopicProduceData_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionProduceData_v9 = (
+    PartitionProduceData, True,
+    (
+        ('index', ('int32', 0)),
+        ('records', ('records', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicProduceData_v9 = (
+    TopicProduceData, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_data', ('array', 1, 6, ('struct', 0, _E_PartitionProduceData_v9))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceRequest_v9 = (
+    ProduceRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 1, 3, ('struct', 0, _E_TopicProduceData_v9))),
+    ),
+    (),
+    (),
+)
+
+_E_TopicProduceData_v13 = (
+    TopicProduceData, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partition_data', ('array', 1, 6, ('struct', 0, _E_PartitionProduceData_v9))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceRequest_v13 = (
+    ProduceRequest, True,
+    (
+        ('transactional_id', ('string', 3)),
+        ('acks', ('int16', 0)),
+        ('timeout_ms', ('int32', 0)),
+        ('topic_data', ('array', 1, 18, ('struct', 0, _E_TopicProduceData_v13))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ProduceRequest, {
+    3: _E_ProduceRequest_v3,
+    4: _E_ProduceRequest_v3,
+    5: _E_ProduceRequest_v3,
+    6: _E_ProduceRequest_v3,
+    7: _E_ProduceRequest_v3,
+    8: _E_ProduceRequest_v3,
+    9: _E_ProduceRequest_v9,
+    10: _E_ProduceRequest_v9,
+    11: _E_ProduceRequest_v9,
+    12: _E_ProduceRequest_v9,
+    13: _E_ProduceRequest_v13,
 })
 
 _FIELDS_AT = _FieldLines(

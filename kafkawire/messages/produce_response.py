@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2217,6 +2217,277 @@ _install_native(ProduceResponse, {
     11: _P_ProduceResponse_v10,
     12: _P_ProduceResponse_v10,
     13: _P_ProduceResponse_v13,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionProduceResponse_v3 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+    ),
+    (
+        ('_current_leader', 'struct', None),
+    ),
+    (),
+)
+
+_E_TopicProduceResponse_v3 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 22, ('struct', 0, _E_PartitionProduceResponse_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v3 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _E_TopicProduceResponse_v3))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_PartitionProduceResponse_v5 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+    ),
+    (
+        ('_current_leader', 'struct', None),
+    ),
+    (),
+)
+
+_E_TopicProduceResponse_v5 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 30, ('struct', 0, _E_PartitionProduceResponse_v5))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v5 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _E_TopicProduceResponse_v5))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_BatchIndexAndErrorMessage_v8 = (
+    BatchIndexAndErrorMessage, False,
+    (
+        ('batch_index', ('int32', 0)),
+        ('batch_index_error_message', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionProduceResponse_v8 = (
+    PartitionProduceResponse, False,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 0, 6, ('struct', 0, _E_BatchIndexAndErrorMessage_v8))),
+        ('error_message', ('string', 2)),
+    ),
+    (
+        ('_current_leader', 'struct', None),
+    ),
+    (),
+)
+
+_E_TopicProduceResponse_v8 = (
+    TopicProduceResponse, False,
+    (
+        ('name', ('string', 0)),
+        ('partition_responses', ('array', 0, 36, ('struct', 0, _E_PartitionProduceResponse_v8))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v8 = (
+    ProduceResponse, False,
+    (
+        ('responses', ('array', 0, 6, ('struct', 0, _E_TopicProduceResponse_v8))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_BatchIndexAndErrorMessage_v9 = (
+    BatchIndexAndErrorMessage, True,
+    (
+        ('batch_index', ('int32', 0)),
+        ('batch_index_error_message', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionProduceResponse_v9 = (
+    PartitionProduceResponse, True,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 1, 6, ('struct', 0, _E_BatchIndexAndErrorMessage_v9))),
+        ('error_message', ('string', 3)),
+    ),
+    (
+        ('_current_leader', 'struct', None),
+    ),
+    (),
+)
+
+_E_TopicProduceResponse_v9 = (
+    TopicProduceResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_responses', ('array', 1, 33, ('struct', 0, _E_PartitionProduceResponse_v9))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v9 = (
+    ProduceResponse, True,
+    (
+        ('responses', ('array', 1, 3, ('struct', 0, _E_TopicProduceResponse_v9))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_LeaderIdAndEpoch_v10 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionProduceResponse_v10 = (
+    PartitionProduceResponse, True,
+    (
+        ('index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('base_offset', ('int64', 0)),
+        ('log_append_time_ms', ('int64', 0)),
+        ('log_start_offset', ('int64', 0)),
+        ('record_errors', ('array', 1, 6, ('struct', 0, _E_BatchIndexAndErrorMessage_v9))),
+        ('error_message', ('string', 3)),
+    ),
+    (),
+    (
+        (0, '_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v10), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), )),
+    ),
+)
+
+_E_TopicProduceResponse_v10 = (
+    TopicProduceResponse, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_responses', ('array', 1, 33, ('struct', 0, _E_PartitionProduceResponse_v10))),
+    ),
+    (),
+    (),
+)
+
+_E_NodeEndpoint_v10 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v10 = (
+    ProduceResponse, True,
+    (
+        ('responses', ('array', 1, 3, ('struct', 0, _E_TopicProduceResponse_v10))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'node_endpoints', ('array', 1, 11, ('struct', 0, _E_NodeEndpoint_v10)), 'empty', None),
+    ),
+)
+
+_E_TopicProduceResponse_v13 = (
+    TopicProduceResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partition_responses', ('array', 1, 33, ('struct', 0, _E_PartitionProduceResponse_v10))),
+    ),
+    (),
+    (),
+)
+
+_E_ProduceResponse_v13 = (
+    ProduceResponse, True,
+    (
+        ('responses', ('array', 1, 18, ('struct', 0, _E_TopicProduceResponse_v13))),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (
+        (0, 'node_endpoints', ('array', 1, 11, ('struct', 0, _E_NodeEndpoint_v10)), 'empty', None),
+    ),
+)
+
+_install_encoder(ProduceResponse, {
+    3: _E_ProduceResponse_v3,
+    4: _E_ProduceResponse_v3,
+    5: _E_ProduceResponse_v5,
+    6: _E_ProduceResponse_v5,
+    7: _E_ProduceResponse_v5,
+    8: _E_ProduceResponse_v8,
+    9: _E_ProduceResponse_v9,
+    10: _E_ProduceResponse_v10,
+    11: _E_ProduceResponse_v10,
+    12: _E_ProduceResponse_v10,
+    13: _E_ProduceResponse_v13,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -469,6 +469,58 @@ _P_ReadShareGroupStateResponse_v0 = (
 
 _install_native(ReadShareGroupStateResponse, {
     0: _P_ReadShareGroupStateResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_StateBatch_v0 = (
+    StateBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('delivery_state', ('int8', 0)),
+        ('delivery_count', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionResult_v0 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('state_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('state_batches', ('array', 1, 20, ('struct', 0, _E_StateBatch_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ReadStateResult_v0 = (
+    ReadStateResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 21, ('struct', 0, _E_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ReadShareGroupStateResponse_v0 = (
+    ReadShareGroupStateResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _E_ReadStateResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ReadShareGroupStateResponse, {
+    0: _E_ReadShareGroupStateResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

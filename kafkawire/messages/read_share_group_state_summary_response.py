@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -605,6 +605,81 @@ _P_ReadShareGroupStateSummaryResponse_v1 = (
 _install_native(ReadShareGroupStateSummaryResponse, {
     0: _P_ReadShareGroupStateSummaryResponse_v0,
     1: _P_ReadShareGroupStateSummaryResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionResult_v0 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('state_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ReadStateSummaryResult_v0 = (
+    ReadStateSummaryResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 24, ('struct', 0, _E_PartitionResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_ReadShareGroupStateSummaryResponse_v0 = (
+    ReadShareGroupStateSummaryResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _E_ReadStateSummaryResult_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionResult_v1 = (
+    PartitionResult, True,
+    (
+        ('partition', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('state_epoch', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('start_offset', ('int64', 0)),
+        ('delivery_complete_count', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_ReadStateSummaryResult_v1 = (
+    ReadStateSummaryResult, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 28, ('struct', 0, _E_PartitionResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ReadShareGroupStateSummaryResponse_v1 = (
+    ReadShareGroupStateSummaryResponse, True,
+    (
+        ('results', ('array', 1, 18, ('struct', 0, _E_ReadStateSummaryResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ReadShareGroupStateSummaryResponse, {
+    0: _E_ReadShareGroupStateSummaryResponse_v0,
+    1: _E_ReadShareGroupStateSummaryResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -195,6 +195,34 @@ _P_RenewDelegationTokenRequest_v2 = (
 _install_native(RenewDelegationTokenRequest, {
     1: _P_RenewDelegationTokenRequest_v1,
     2: _P_RenewDelegationTokenRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_RenewDelegationTokenRequest_v1 = (
+    RenewDelegationTokenRequest, False,
+    (
+        ('hmac', ('bytes', 0)),
+        ('renew_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_RenewDelegationTokenRequest_v2 = (
+    RenewDelegationTokenRequest, True,
+    (
+        ('hmac', ('bytes', 1)),
+        ('renew_period_ms', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(RenewDelegationTokenRequest, {
+    1: _E_RenewDelegationTokenRequest_v1,
+    2: _E_RenewDelegationTokenRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

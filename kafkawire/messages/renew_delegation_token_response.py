@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -147,6 +147,36 @@ _P_RenewDelegationTokenResponse_v2 = (
 _install_native(RenewDelegationTokenResponse, {
     1: _P_RenewDelegationTokenResponse_v1,
     2: _P_RenewDelegationTokenResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_RenewDelegationTokenResponse_v1 = (
+    RenewDelegationTokenResponse, False,
+    (
+        ('error_code', ('int16', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_RenewDelegationTokenResponse_v2 = (
+    RenewDelegationTokenResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('expiry_timestamp_ms', ('int64', 0)),
+        ('throttle_time_ms', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(RenewDelegationTokenResponse, {
+    1: _E_RenewDelegationTokenResponse_v1,
+    2: _E_RenewDelegationTokenResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

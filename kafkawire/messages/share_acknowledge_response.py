@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -970,6 +970,85 @@ _P_ShareAcknowledgeResponse_v2 = (
 _install_native(ShareAcknowledgeResponse, {
     1: _P_ShareAcknowledgeResponse_v1,
     2: _P_ShareAcknowledgeResponse_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_LeaderIdAndEpoch_v1 = (
+    LeaderIdAndEpoch, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('_current_leader', ('struct', 0, _E_LeaderIdAndEpoch_v1), 'current_leader'),
+    ),
+    (),
+    (),
+)
+
+_E_ShareAcknowledgeTopicResponse_v1 = (
+    ShareAcknowledgeTopicResponse, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 17, ('struct', 0, _E_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+        ('rack', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_ShareAcknowledgeResponse_v1 = (
+    ShareAcknowledgeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('responses', ('array', 1, 18, ('struct', 0, _E_ShareAcknowledgeTopicResponse_v1))),
+        ('node_endpoints', ('array', 1, 11, ('struct', 0, _E_NodeEndpoint_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ShareAcknowledgeResponse_v2 = (
+    ShareAcknowledgeResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('acquisition_lock_timeout_ms', ('int32', 0)),
+        ('responses', ('array', 1, 18, ('struct', 0, _E_ShareAcknowledgeTopicResponse_v1))),
+        ('node_endpoints', ('array', 1, 11, ('struct', 0, _E_NodeEndpoint_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ShareAcknowledgeResponse, {
+    1: _E_ShareAcknowledgeResponse_v1,
+    2: _E_ShareAcknowledgeResponse_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1029,6 +1029,97 @@ _P_ShareFetchRequest_v2 = (
 _install_native(ShareFetchRequest, {
     1: _P_ShareFetchRequest_v1,
     2: _P_ShareFetchRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_AcknowledgementBatch_v1 = (
+    AcknowledgementBatch, True,
+    (
+        ('first_offset', ('int64', 0)),
+        ('last_offset', ('int64', 0)),
+        ('acknowledge_types', ('array', 1, 1, ('int8', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_FetchPartition_v1 = (
+    FetchPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('acknowledgement_batches', ('array', 1, 18, ('struct', 0, _E_AcknowledgementBatch_v1))),
+    ),
+    (
+        ('partition_max_bytes', 'eq', 0),
+    ),
+    (),
+)
+
+_E_FetchTopic_v1 = (
+    FetchTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 6, ('struct', 0, _E_FetchPartition_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_ForgottenTopic_v1 = (
+    ForgottenTopic, True,
+    (
+        ('topic_id', ('uuid', 0)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_ShareFetchRequest_v1 = (
+    ShareFetchRequest, True,
+    (
+        ('group_id', ('string', 3)),
+        ('member_id', ('string', 3)),
+        ('share_session_epoch', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('max_records', ('int32', 0)),
+        ('batch_size', ('int32', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v1))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v1))),
+    ),
+    (
+        ('is_renew_ack', 'eq', False),
+    ),
+    (),
+)
+
+_E_ShareFetchRequest_v2 = (
+    ShareFetchRequest, True,
+    (
+        ('group_id', ('string', 3)),
+        ('member_id', ('string', 3)),
+        ('share_session_epoch', ('int32', 0)),
+        ('max_wait_ms', ('int32', 0)),
+        ('min_bytes', ('int32', 0)),
+        ('max_bytes', ('int32', 0)),
+        ('max_records', ('int32', 0)),
+        ('batch_size', ('int32', 0)),
+        ('share_acquire_mode', ('int8', 0)),
+        ('is_renew_ack', ('bool', 0)),
+        ('topics', ('array', 1, 18, ('struct', 0, _E_FetchTopic_v1))),
+        ('forgotten_topics_data', ('array', 1, 18, ('struct', 0, _E_ForgottenTopic_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ShareFetchRequest, {
+    1: _E_ShareFetchRequest_v1,
+    2: _E_ShareFetchRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

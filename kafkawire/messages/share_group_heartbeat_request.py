@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -298,6 +298,26 @@ _P_ShareGroupHeartbeatRequest_v1 = (
 
 _install_native(ShareGroupHeartbeatRequest, {
     1: _P_ShareGroupHeartbeatRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_ShareGroupHeartbeatRequest_v1 = (
+    ShareGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('rack_id', ('string', 3)),
+        ('subscribed_topic_names', ('array', 3, 1, ('string', 1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(ShareGroupHeartbeatRequest, {
+    1: _E_ShareGroupHeartbeatRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -2133,6 +2133,127 @@ _P_StreamsGroupHeartbeatRequest_v0 = (
 
 _install_native(StreamsGroupHeartbeatRequest, {
     0: _P_StreamsGroupHeartbeatRequest_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_KeyValue_v0 = (
+    KeyValue, True,
+    (
+        ('key', ('string', 1)),
+        ('value', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicInfo_v0 = (
+    TopicInfo, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('int32', 0)),
+        ('replication_factor', ('int16', 0)),
+        ('topic_configs', ('array', 1, 3, ('struct', 0, _E_KeyValue_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_CopartitionGroup_v0 = (
+    CopartitionGroup, True,
+    (
+        ('source_topics', ('array', 1, 2, ('int16', 0))),
+        ('source_topic_regex', ('array', 1, 2, ('int16', 0))),
+        ('repartition_source_topics', ('array', 1, 2, ('int16', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_Subtopology_v0 = (
+    Subtopology, True,
+    (
+        ('subtopology_id', ('string', 1)),
+        ('source_topics', ('array', 1, 1, ('string', 1))),
+        ('source_topic_regex', ('array', 1, 1, ('string', 1))),
+        ('state_changelog_topics', ('array', 1, 9, ('struct', 0, _E_TopicInfo_v0))),
+        ('repartition_sink_topics', ('array', 1, 1, ('string', 1))),
+        ('repartition_source_topics', ('array', 1, 9, ('struct', 0, _E_TopicInfo_v0))),
+        ('copartition_groups', ('array', 1, 4, ('struct', 0, _E_CopartitionGroup_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_Topology_v0 = (
+    Topology, True,
+    (
+        ('epoch', ('int32', 0)),
+        ('subtopologies', ('array', 1, 8, ('struct', 0, _E_Subtopology_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TaskIds_v0 = (
+    TaskIds, True,
+    (
+        ('subtopology_id', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_Endpoint_v0 = (
+    Endpoint, True,
+    (
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TaskOffset_v0 = (
+    TaskOffset, True,
+    (
+        ('subtopology_id', ('string', 1)),
+        ('partition', ('int32', 0)),
+        ('offset', ('int64', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_StreamsGroupHeartbeatRequest_v0 = (
+    StreamsGroupHeartbeatRequest, True,
+    (
+        ('group_id', ('string', 1)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('endpoint_information_epoch', ('int32', 0)),
+        ('instance_id', ('string', 3)),
+        ('rack_id', ('string', 3)),
+        ('rebalance_timeout_ms', ('int32', 0)),
+        ('topology', ('struct', 2, _E_Topology_v0)),
+        ('active_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('standby_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('warmup_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('process_id', ('string', 3)),
+        ('user_endpoint', ('struct', 2, _E_Endpoint_v0)),
+        ('client_tags', ('array', 3, 3, ('struct', 0, _E_KeyValue_v0))),
+        ('task_offsets', ('array', 3, 14, ('struct', 0, _E_TaskOffset_v0))),
+        ('task_end_offsets', ('array', 3, 14, ('struct', 0, _E_TaskOffset_v0))),
+        ('shutdown_application', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(StreamsGroupHeartbeatRequest, {
+    0: _E_StreamsGroupHeartbeatRequest_v0,
 })
 
 _FIELDS_AT = _FieldLines(

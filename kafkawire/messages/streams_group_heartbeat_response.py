@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1135,6 +1135,86 @@ _P_StreamsGroupHeartbeatResponse_v0 = (
 
 _install_native(StreamsGroupHeartbeatResponse, {
     0: _P_StreamsGroupHeartbeatResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_Status_v0 = (
+    Status, True,
+    (
+        ('status_code', ('int8', 0)),
+        ('status_detail', ('string', 1)),
+    ),
+    (),
+    (),
+)
+
+_E_TaskIds_v0 = (
+    TaskIds, True,
+    (
+        ('subtopology_id', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_Endpoint_v0 = (
+    Endpoint, True,
+    (
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicPartition_v0 = (
+    TopicPartition, True,
+    (
+        ('topic', ('string', 1)),
+        ('partitions', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_EndpointToPartitions_v0 = (
+    EndpointToPartitions, True,
+    (
+        ('_user_endpoint', ('struct', 0, _E_Endpoint_v0), 'user_endpoint'),
+        ('active_partitions', ('array', 1, 3, ('struct', 0, _E_TopicPartition_v0))),
+        ('standby_partitions', ('array', 1, 3, ('struct', 0, _E_TopicPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_StreamsGroupHeartbeatResponse_v0 = (
+    StreamsGroupHeartbeatResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('error_message', ('string', 3)),
+        ('member_id', ('string', 1)),
+        ('member_epoch', ('int32', 0)),
+        ('heartbeat_interval_ms', ('int32', 0)),
+        ('acceptable_recovery_lag', ('int32', 0)),
+        ('task_offset_interval_ms', ('int32', 0)),
+        ('status', ('array', 3, 3, ('struct', 0, _E_Status_v0))),
+        ('active_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('standby_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('warmup_tasks', ('array', 3, 3, ('struct', 0, _E_TaskIds_v0))),
+        ('endpoint_information_epoch', ('int32', 0)),
+        ('partitions_by_user_endpoint', ('array', 3, 7, ('struct', 0, _E_EndpointToPartitions_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(StreamsGroupHeartbeatResponse, {
+    0: _E_StreamsGroupHeartbeatResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

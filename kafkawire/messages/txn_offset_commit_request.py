@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -1018,6 +1018,133 @@ _install_native(TxnOffsetCommitRequest, {
     3: _P_TxnOffsetCommitRequest_v3,
     4: _P_TxnOffsetCommitRequest_v3,
     5: _P_TxnOffsetCommitRequest_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TxnOffsetCommitRequestPartition_v0 = (
+    TxnOffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequestTopic_v0 = (
+    TxnOffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 14, ('struct', 0, _E_TxnOffsetCommitRequestPartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequest_v0 = (
+    TxnOffsetCommitRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('group_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_TxnOffsetCommitRequestTopic_v0))),
+    ),
+    (
+        ('generation_id', 'eq', -1),
+        ('member_id', 'eq', ''),
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_TxnOffsetCommitRequestPartition_v2 = (
+    TxnOffsetCommitRequestPartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 2)),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequestTopic_v2 = (
+    TxnOffsetCommitRequestTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 18, ('struct', 0, _E_TxnOffsetCommitRequestPartition_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequest_v2 = (
+    TxnOffsetCommitRequest, False,
+    (
+        ('transactional_id', ('string', 0)),
+        ('group_id', ('string', 0)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_TxnOffsetCommitRequestTopic_v2))),
+    ),
+    (
+        ('generation_id', 'eq', -1),
+        ('member_id', 'eq', ''),
+        ('group_instance_id', 'null', None),
+    ),
+    (),
+)
+
+_E_TxnOffsetCommitRequestPartition_v3 = (
+    TxnOffsetCommitRequestPartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('committed_offset', ('int64', 0)),
+        ('committed_leader_epoch', ('int32', 0)),
+        ('committed_metadata', ('string', 3)),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequestTopic_v3 = (
+    TxnOffsetCommitRequestTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 18, ('struct', 0, _E_TxnOffsetCommitRequestPartition_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitRequest_v3 = (
+    TxnOffsetCommitRequest, True,
+    (
+        ('transactional_id', ('string', 1)),
+        ('group_id', ('string', 1)),
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('generation_id', ('int32', 0)),
+        ('member_id', ('string', 1)),
+        ('group_instance_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TxnOffsetCommitRequestTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(TxnOffsetCommitRequest, {
+    0: _E_TxnOffsetCommitRequest_v0,
+    1: _E_TxnOffsetCommitRequest_v0,
+    2: _E_TxnOffsetCommitRequest_v2,
+    3: _E_TxnOffsetCommitRequest_v3,
+    4: _E_TxnOffsetCommitRequest_v3,
+    5: _E_TxnOffsetCommitRequest_v3,
 })
 
 _FIELDS_AT = _FieldLines(

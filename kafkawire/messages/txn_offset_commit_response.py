@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -487,6 +487,78 @@ _install_native(TxnOffsetCommitResponse, {
     3: _P_TxnOffsetCommitResponse_v3,
     4: _P_TxnOffsetCommitResponse_v3,
     5: _P_TxnOffsetCommitResponse_v3,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_TxnOffsetCommitResponsePartition_v0 = (
+    TxnOffsetCommitResponsePartition, False,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitResponseTopic_v0 = (
+    TxnOffsetCommitResponseTopic, False,
+    (
+        ('name', ('string', 0)),
+        ('partitions', ('array', 0, 6, ('struct', 0, _E_TxnOffsetCommitResponsePartition_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitResponse_v0 = (
+    TxnOffsetCommitResponse, False,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 0, 6, ('struct', 0, _E_TxnOffsetCommitResponseTopic_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitResponsePartition_v3 = (
+    TxnOffsetCommitResponsePartition, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitResponseTopic_v3 = (
+    TxnOffsetCommitResponseTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_TxnOffsetCommitResponsePartition_v3))),
+    ),
+    (),
+    (),
+)
+
+_E_TxnOffsetCommitResponse_v3 = (
+    TxnOffsetCommitResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TxnOffsetCommitResponseTopic_v3))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(TxnOffsetCommitResponse, {
+    0: _E_TxnOffsetCommitResponse_v0,
+    1: _E_TxnOffsetCommitResponse_v0,
+    2: _E_TxnOffsetCommitResponse_v0,
+    3: _E_TxnOffsetCommitResponse_v3,
+    4: _E_TxnOffsetCommitResponse_v3,
+    5: _E_TxnOffsetCommitResponse_v3,
 })
 
 _FIELDS_AT = _FieldLines(

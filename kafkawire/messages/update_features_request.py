@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -433,6 +433,64 @@ _install_native(UpdateFeaturesRequest, {
     0: _P_UpdateFeaturesRequest_v0,
     1: _P_UpdateFeaturesRequest_v1,
     2: _P_UpdateFeaturesRequest_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_FeatureUpdateKey_v0 = (
+    FeatureUpdateKey, True,
+    (
+        ('feature', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('allow_downgrade', ('bool', 0)),
+    ),
+    (
+        ('upgrade_type', 'eq', 1),
+    ),
+    (),
+)
+
+_E_UpdateFeaturesRequest_v0 = (
+    UpdateFeaturesRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('feature_updates', ('array', 1, 5, ('struct', 0, _E_FeatureUpdateKey_v0))),
+    ),
+    (
+        ('validate_only', 'eq', False),
+    ),
+    (),
+)
+
+_E_FeatureUpdateKey_v1 = (
+    FeatureUpdateKey, True,
+    (
+        ('feature', ('string', 1)),
+        ('max_version_level', ('int16', 0)),
+        ('upgrade_type', ('int8', 0)),
+    ),
+    (
+        ('allow_downgrade', 'eq', False),
+    ),
+    (),
+)
+
+_E_UpdateFeaturesRequest_v1 = (
+    UpdateFeaturesRequest, True,
+    (
+        ('timeout_ms', ('int32', 0)),
+        ('feature_updates', ('array', 1, 5, ('struct', 0, _E_FeatureUpdateKey_v1))),
+        ('validate_only', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(UpdateFeaturesRequest, {
+    0: _E_UpdateFeaturesRequest_v0,
+    1: _E_UpdateFeaturesRequest_v1,
+    2: _E_UpdateFeaturesRequest_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -276,6 +276,37 @@ _P_UpdateRaftVoterResponse_v0 = (
 
 _install_native(UpdateRaftVoterResponse, {
     0: _P_UpdateRaftVoterResponse_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_CurrentLeader_v0 = (
+    CurrentLeader, True,
+    (
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_UpdateRaftVoterResponse_v0 = (
+    UpdateRaftVoterResponse, True,
+    (
+        ('throttle_time_ms', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (
+        (0, '_current_leader', ('struct', 0, _E_CurrentLeader_v0), 'struct', (('leader_id', 'eq', -1), ('leader_epoch', 'eq', -1), ('host', 'eq', ''), ('port', 'eq', 0), )),
+    ),
+)
+
+_install_encoder(UpdateRaftVoterResponse, {
+    0: _E_UpdateRaftVoterResponse_v0,
 })
 
 _FIELDS_AT = _FieldLines(

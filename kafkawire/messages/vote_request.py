@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -955,6 +955,125 @@ _install_native(VoteRequest, {
     0: _P_VoteRequest_v0,
     1: _P_VoteRequest_v1,
     2: _P_VoteRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replica_epoch', ('int32', 0)),
+        ('replica_id', ('int32', 0)),
+        ('last_offset_epoch', ('int32', 0)),
+        ('last_offset', ('int64', 0)),
+    ),
+    (
+        ('pre_vote', 'eq', False),
+    ),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 25, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_VoteRequest_v0 = (
+    VoteRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v1 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replica_epoch', ('int32', 0)),
+        ('replica_id', ('int32', 0)),
+        ('replica_directory_id', ('uuid', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('last_offset_epoch', ('int32', 0)),
+        ('last_offset', ('int64', 0)),
+    ),
+    (
+        ('pre_vote', 'eq', False),
+    ),
+    (),
+)
+
+_E_TopicData_v1 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 57, ('struct', 0, _E_PartitionData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_VoteRequest_v1 = (
+    VoteRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('voter_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_PartitionData_v2 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('replica_epoch', ('int32', 0)),
+        ('replica_id', ('int32', 0)),
+        ('replica_directory_id', ('uuid', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('last_offset_epoch', ('int32', 0)),
+        ('last_offset', ('int64', 0)),
+        ('pre_vote', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v2 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 58, ('struct', 0, _E_PartitionData_v2))),
+    ),
+    (),
+    (),
+)
+
+_E_VoteRequest_v2 = (
+    VoteRequest, True,
+    (
+        ('cluster_id', ('string', 3)),
+        ('voter_id', ('int32', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(VoteRequest, {
+    0: _E_VoteRequest_v0,
+    1: _E_VoteRequest_v1,
+    2: _E_VoteRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -685,6 +685,73 @@ _install_native(VoteResponse, {
     0: _P_VoteResponse_v0,
     1: _P_VoteResponse_v1,
     2: _P_VoteResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_PartitionData_v0 = (
+    PartitionData, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+        ('leader_id', ('int32', 0)),
+        ('leader_epoch', ('int32', 0)),
+        ('vote_granted', ('bool', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_TopicData_v0 = (
+    TopicData, True,
+    (
+        ('topic_name', ('string', 1)),
+        ('partitions', ('array', 1, 16, ('struct', 0, _E_PartitionData_v0))),
+    ),
+    (),
+    (),
+)
+
+_E_VoteResponse_v0 = (
+    VoteResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (
+        ('node_endpoints', 'empty', None),
+    ),
+    (),
+)
+
+_E_NodeEndpoint_v1 = (
+    NodeEndpoint, True,
+    (
+        ('node_id', ('int32', 0)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_VoteResponse_v1 = (
+    VoteResponse, True,
+    (
+        ('error_code', ('int16', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_TopicData_v0))),
+    ),
+    (),
+    (
+        (0, 'node_endpoints', ('array', 1, 8, ('struct', 0, _E_NodeEndpoint_v1)), 'empty', None),
+    ),
+)
+
+_install_encoder(VoteResponse, {
+    0: _E_VoteResponse_v0,
+    1: _E_VoteResponse_v1,
+    2: _E_VoteResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(

@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -465,6 +465,56 @@ _P_VotersRecord_v0 = (
 
 _install_native(VotersRecord, {
     0: _P_VotersRecord_v0,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_Endpoint_v0 = (
+    Endpoint, True,
+    (
+        ('name', ('string', 1)),
+        ('host', ('string', 1)),
+        ('port', ('uint16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_KRaftVersionFeature_v0 = (
+    KRaftVersionFeature, True,
+    (
+        ('min_supported_version', ('int16', 0)),
+        ('max_supported_version', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_Voter_v0 = (
+    Voter, True,
+    (
+        ('voter_id', ('int32', 0)),
+        ('voter_directory_id', ('uuid', 0)),
+        ('endpoints', ('array', 1, 5, ('struct', 0, _E_Endpoint_v0))),
+        ('_kraft_version_feature', ('struct', 0, _E_KRaftVersionFeature_v0), 'kraft_version_feature'),
+    ),
+    (),
+    (),
+)
+
+_E_VotersRecord_v0 = (
+    VotersRecord, True,
+    (
+        ('version', ('int16', 0)),
+        ('voters', ('array', 1, 27, ('struct', 0, _E_Voter_v0))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(VotersRecord, {
+    0: _E_VotersRecord_v0,
 })
 
 _FIELDS_AT = _FieldLines(

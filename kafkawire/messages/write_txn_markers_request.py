@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -571,6 +571,69 @@ _P_WriteTxnMarkersRequest_v2 = (
 _install_native(WriteTxnMarkersRequest, {
     1: _P_WriteTxnMarkersRequest_v1,
     2: _P_WriteTxnMarkersRequest_v2,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_WritableTxnMarkerTopic_v1 = (
+    WritableTxnMarkerTopic, True,
+    (
+        ('name', ('string', 1)),
+        ('partition_indexes', ('array', 1, 4, ('int32', 0))),
+    ),
+    (),
+    (),
+)
+
+_E_WritableTxnMarker_v1 = (
+    WritableTxnMarker, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('transaction_result', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_WritableTxnMarkerTopic_v1))),
+        ('coordinator_epoch', ('int32', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_WriteTxnMarkersRequest_v1 = (
+    WriteTxnMarkersRequest, True,
+    (
+        ('markers', ('array', 1, 17, ('struct', 0, _E_WritableTxnMarker_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_WritableTxnMarker_v2 = (
+    WritableTxnMarker, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('producer_epoch', ('int16', 0)),
+        ('transaction_result', ('bool', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_WritableTxnMarkerTopic_v1))),
+        ('coordinator_epoch', ('int32', 0)),
+        ('transaction_version', ('int8', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_WriteTxnMarkersRequest_v2 = (
+    WriteTxnMarkersRequest, True,
+    (
+        ('markers', ('array', 1, 18, ('struct', 0, _E_WritableTxnMarker_v2))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(WriteTxnMarkersRequest, {
+    1: _E_WriteTxnMarkersRequest_v1,
+    2: _E_WriteTxnMarkersRequest_v2,
 })
 
 _FIELDS_AT = _FieldLines(

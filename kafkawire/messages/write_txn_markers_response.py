@@ -8,7 +8,7 @@ from kafkawire.codec.failures import (
     FieldLines as _FieldLines, decode_failure, encode_failure, not_in_version, null_not_allowed,
     string_too_long, tags_not_supported,
 )
-from kafkawire.codec.native import install as _install_native
+from kafkawire.codec.native import install as _install_native, install_encoder as _install_encoder
 from kafkawire.codec.primitives import (
     ABSENT as _ABSENT, SMALL_UVARINTS, UVARINT2, UVARINT3, ZERO_UUID, Invalid as _Invalid, bad_count, bad_length,
     compact_array_reader, fixed_array_reader, fixed_array_writer, read_unknown_tags, read_uvarint, struct_field,
@@ -426,6 +426,53 @@ _P_WriteTxnMarkersResponse_v1 = (
 _install_native(WriteTxnMarkersResponse, {
     1: _P_WriteTxnMarkersResponse_v1,
     2: _P_WriteTxnMarkersResponse_v1,
+})
+
+
+# The encode programs of the optional native encoder (kafkawire.codec.native): the same layouts as the
+# writers above, which stay the fallback and the reference.
+_E_WritableTxnMarkerPartitionResult_v1 = (
+    WritableTxnMarkerPartitionResult, True,
+    (
+        ('partition_index', ('int32', 0)),
+        ('error_code', ('int16', 0)),
+    ),
+    (),
+    (),
+)
+
+_E_WritableTxnMarkerTopicResult_v1 = (
+    WritableTxnMarkerTopicResult, True,
+    (
+        ('name', ('string', 1)),
+        ('partitions', ('array', 1, 7, ('struct', 0, _E_WritableTxnMarkerPartitionResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_WritableTxnMarkerResult_v1 = (
+    WritableTxnMarkerResult, True,
+    (
+        ('producer_id', ('int64', 0)),
+        ('topics', ('array', 1, 3, ('struct', 0, _E_WritableTxnMarkerTopicResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_E_WriteTxnMarkersResponse_v1 = (
+    WriteTxnMarkersResponse, True,
+    (
+        ('markers', ('array', 1, 10, ('struct', 0, _E_WritableTxnMarkerResult_v1))),
+    ),
+    (),
+    (),
+)
+
+_install_encoder(WriteTxnMarkersResponse, {
+    1: _E_WriteTxnMarkersResponse_v1,
+    2: _E_WriteTxnMarkersResponse_v1,
 })
 
 _FIELDS_AT = _FieldLines(
