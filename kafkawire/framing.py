@@ -344,7 +344,7 @@ class Correlator:
                                         correlation_id=correlation_id, client_id=self.client_id)
         data = encode_request(header, body)
         if expects_response is None:
-            expects_response = not (api_key == 0 and getattr(body, "acks", 1) == 0)
+            expects_response = not (api_key == ApiKey.PRODUCE and getattr(body, "acks", 1) == 0)
         if expects_response:
             self._pending.append(PendingRequest(correlation_id, api_key, version, True, context))
         return data

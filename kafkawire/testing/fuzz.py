@@ -412,9 +412,9 @@ def _header_size(payload: bytes, info, version: int) -> int:
 def _keep_it_harmless(body, key: int, version: int, rng: random.Random) -> None:
     """Requests an honest broker answers at once, and Metadata that creates no topic."""
     _short_waits(body, rng)
-    if key == 0:  # Produce: acks=0 would get no answer to check
+    if key == messages.ApiKey.PRODUCE:  # acks=0 would get no answer to check
         body.acks = rng.choice((-1, 1))
-    elif key == 3:  # Metadata: before v4 asking for topics may create them; from v4 say not to
+    elif key == messages.ApiKey.METADATA:  # before v4 asking for topics may create them; from v4 say not to
         if version < 4:
             body.topics = [] if version == 0 else None
         else:
