@@ -14,7 +14,7 @@ import pytest
 from kafkawire.client import AsyncConsumer
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 # kafka-python loads its schemas through a deprecated importlib API
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
