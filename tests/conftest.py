@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker_process import processes  # noqa: F401 (a fixture, for every test module)
+from support.broker_process import processes  # noqa: F401 (a fixture, for every test module)
 from codegen.generate import generate, write
-from paths import UPSTREAM_SPECS
+from support.paths import UPSTREAM_SPECS
 
 
 @pytest.fixture(scope="session")

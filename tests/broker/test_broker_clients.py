@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 RECORDS = 10_000
 PARTITIONS = 4

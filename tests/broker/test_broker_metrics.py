@@ -10,8 +10,8 @@ import pytest
 
 from kafkawire import messages as m
 
-from broker_harness import BrokerThread, RawClient
-from broker_wire import batch_of, create_topic, fetch, produce
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_wire import batch_of, create_topic, fetch, produce
 
 pytest.importorskip("prometheus_client")
 

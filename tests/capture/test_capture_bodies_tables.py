@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import capture_transactions
+from support import capture_transactions
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from capture_bodies import assert_bodies_tables_match_frames
-from capture_in_process import decode_in_process
-from capture_synthetic import build_synthetic
+from support.capture_bodies import assert_bodies_tables_match_frames
+from support.capture_in_process import decode_in_process
+from support.capture_synthetic import build_synthetic
 
 from kafkawire.capture.tables.bodies import arrow_type
 from kafkawire.capture.tables.table_schemas import MESSAGES, TABLES, body_schema, schema_of

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture_talk import BROKER, CLIENT, CONNECTION, WRAP, Message, Segment, Talk, packets, segments
+from support.capture_talk import BROKER, CLIENT, CONNECTION, WRAP, Message, Segment, Talk, packets, segments
 from kafkawire.capture.kafka.kafka_connection import Conversation, decode_connection, detect_broker_ports
 from kafkawire.capture.model import (
     ACK, FIN, RST, SYN, ConnectionSummary, KafkaFrame, Problem, StreamData, StreamEnd, StreamGap,

@@ -23,8 +23,8 @@ import pytest
 
 pytest.importorskip("moto.server")
 
-from capture_synthetic import build_synthetic, rotated_series, split_blocks, write_pcap  # noqa: E402
-from object_store import CREDENTIALS, object_store  # noqa: E402
+from support.capture_synthetic import build_synthetic, rotated_series, split_blocks, write_pcap  # noqa: E402
+from support.object_store import CREDENTIALS, object_store  # noqa: E402
 from kafkawire.capture.files import remote_files, remote_reading  # noqa: E402
 from kafkawire.capture.files.inputs import expand_inputs  # noqa: E402
 from kafkawire.capture.files.packets import iter_packets, iter_split  # noqa: E402

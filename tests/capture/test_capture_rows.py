@@ -12,9 +12,9 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from capture_bodies import assert_json_is_typed
+from support.capture_bodies import assert_json_is_typed
 from hypothesis import HealthCheck, given, settings, strategies as st
-from strategies import message_strategy
+from support.strategies import message_strategy
 
 from kafkawire.capture.tables import bodies
 from kafkawire.capture.model import KafkaFrame, Problem

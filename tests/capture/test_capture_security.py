@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture_talk import BROKER, CLIENT, CONNECTION, Message, Talk, packets, segments
-from secret_scan import table_leaks
+from support.capture_talk import BROKER, CLIENT, CONNECTION, Message, Talk, packets, segments
+from support.secret_scan import table_leaks
 from kafkawire.capture.kafka.kafka_connection import decode_connection
 from kafkawire.capture.model import ConnectionSummary, KafkaFrame, Problem
 from kafkawire.capture.tables.rows import TableBatcher

@@ -21,15 +21,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from capture_in_process import decode_in_process
-from capture_synthetic import late_topic_names
+from support.capture_in_process import decode_in_process
+from support.capture_synthetic import late_topic_names
 from kafkawire import messages as m
 from kafkawire.capture.files.packets import iter_packets
 from kafkawire.capture.model import ORDER_STRIDE, KafkaFrame
 from kafkawire.capture.streaming import CaptureStream
 from kafkawire.capture.tables.topic_names import names_ids
 from kafkawire.cli import main
-from tapped_clients import confluent_round_trip
+from support.tapped_clients import confluent_round_trip
 
 FETCH = 1
 TOPIC = "orders"

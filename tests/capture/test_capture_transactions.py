@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-import capture_transactions as synthetic
+from support import capture_transactions as synthetic
 import pyarrow.parquet as pq
 import pytest
-from capture_in_process import decode_in_process
+from support.capture_in_process import decode_in_process
 
 from kafkawire.capture.reporting import report
 from kafkawire.capture.reporting.transactions import follow
@@ -73,7 +73,7 @@ def test_report_transactions_and_their_problems(tables):
 
 
 def test_a_capture_without_transactions_says_none(tmp_path):
-    from capture_tables import random_tables
+    from support.capture_tables import random_tables
 
     summary = report.build_arrow(str(random_tables(tmp_path / "t", seed=3)))
     assert summary.transactions == []

@@ -29,9 +29,9 @@ from hypothesis import given, strategies as st
 pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
-from broker_harness import BrokerThread  # noqa: E402
-from capture_synthetic import build_synthetic, late_topic_names  # noqa: E402
-from loopback_capture import served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
+from support.broker_harness import BrokerThread  # noqa: E402
+from support.capture_synthetic import build_synthetic, late_topic_names  # noqa: E402
+from support.loopback_capture import served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
 from kafkawire.capture.files.inputs import expand_inputs  # noqa: E402
 from kafkawire.capture.kafka.kafka_connection import decode_connection  # noqa: E402
 from kafkawire.capture.files.packets import iter_packets  # noqa: E402

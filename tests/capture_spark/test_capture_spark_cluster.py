@@ -20,9 +20,9 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
-from capture_synthetic import build_synthetic  # noqa: E402
-from loopback_capture import wait_until  # noqa: E402
-from paths import REPO  # noqa: E402
+from support.capture_synthetic import build_synthetic  # noqa: E402
+from support.loopback_capture import wait_until  # noqa: E402
+from support.paths import REPO  # noqa: E402
 from kafkawire.capture.tables.table_sets import table_names  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 

@@ -45,11 +45,11 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from kafkawire.broker.network.connection import Connection  # noqa: E402
-from broker_harness import BrokerThread  # noqa: E402
-from loopback_capture import TCPDUMP, served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
-from paths import REPO  # noqa: E402
-from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
-from capture_synthetic import (  # noqa: E402
+from support.broker_harness import BrokerThread  # noqa: E402
+from support.loopback_capture import TCPDUMP, served_ports, start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
+from support.paths import REPO  # noqa: E402
+from support.capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
+from support.capture_synthetic import (  # noqa: E402
     FETCH, LARGE, LIMIT_CONNECTIONS, PRODUCE, PRODUCED, SMALL, TOPIC, TWO_BATCHES, Synthetic, all_frames,
     build_synthetic, rotated_series, split_blocks, stream_offsets, write_pcap,
 )
@@ -965,7 +965,7 @@ def test_report_engines_agree(spark, workdir, seed):
     request indexes, MaxBytes, times): Spark and Arrow give the same report, text and JSON."""
     from dataclasses import asdict
 
-    from capture_tables import random_tables
+    from support.capture_tables import random_tables
     out = random_tables(workdir / f"made-up-{seed}", seed, rows=1200, records=seed % 2 == 0)
     by_spark, by_arrow = build(spark, str(out)), report.build_arrow(str(out))
     assert by_arrow.text() == by_spark.text()

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 
-from capture_synthetic import build_synthetic, rotated_series, split_blocks, write_pcap  # noqa: E402
-from object_store import CREDENTIALS  # noqa: E402
-from object_store import object_store as start_object_store  # noqa: E402
-from paths import REPO  # noqa: E402
+from support.capture_synthetic import build_synthetic, rotated_series, split_blocks, write_pcap  # noqa: E402
+from support.object_store import CREDENTIALS  # noqa: E402
+from support.object_store import object_store as start_object_store  # noqa: E402
+from support.paths import REPO  # noqa: E402
 from kafkawire.capture.tables.table_sets import file_system, table_names, with_options  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from capture_synthetic import build_synthetic  # noqa: E402
+from support.capture_synthetic import build_synthetic  # noqa: E402
 from kafkawire.capture_spark import job  # noqa: E402
 
 

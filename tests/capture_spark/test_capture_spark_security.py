@@ -30,11 +30,11 @@ import pytest
 pytest.importorskip("pyspark")
 import pyarrow.parquet as pq  # noqa: E402
 
-from broker_harness import BrokerThread  # noqa: E402
-from capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
-from capture_in_process import decode_in_process  # noqa: E402
-from loopback_capture import start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
-from secret_scan import folder_leaks, text_leaks  # noqa: E402
+from support.broker_harness import BrokerThread  # noqa: E402
+from support.capture_bodies import assert_bodies_tables_match_frames  # noqa: E402
+from support.capture_in_process import decode_in_process  # noqa: E402
+from support.loopback_capture import start_tcpdump, stop_tcpdump, wait_for_ends, wait_until  # noqa: E402
+from support.secret_scan import folder_leaks, text_leaks  # noqa: E402
 from kafkawire.broker import BrokerConfig  # noqa: E402
 from kafkawire.broker.network.connection import Connection  # noqa: E402
 from kafkawire.broker.security.authenticator import Authenticator  # noqa: E402

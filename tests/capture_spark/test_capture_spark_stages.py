@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from capture_synthetic import Synthetic, build_synthetic, rotated_series
+from support.capture_synthetic import Synthetic, build_synthetic, rotated_series
 from kafkawire.capture.model import connection_key
 from kafkawire.capture.files.packets import iter_split
 from kafkawire.capture.files.payloads import PayloadReader

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyspark")
-import capture_transactions as synthetic
+from support import capture_transactions as synthetic
 import pyarrow.parquet as pq
-from broker_harness import BrokerThread
-from capture_bodies import assert_bodies_tables_match_frames
-from capture_in_process import decode_in_process
-from loopback_capture import wait_until
+from support.broker_harness import BrokerThread
+from support.capture_bodies import assert_bodies_tables_match_frames
+from support.capture_in_process import decode_in_process
+from support.loopback_capture import wait_until
 
 from kafkawire.capture.reporting import report
 from kafkawire.capture.tables.table_sets import table_names

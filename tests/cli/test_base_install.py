@@ -13,10 +13,10 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
-from broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 from kafkawire import cli
-from paths import REPO
-from plugin_runs import run_pytest
+from support.paths import REPO
+from support.plugin_runs import run_pytest
 
 CAPTURE_EXTRA = {"pyspark", "pyarrow", "pandas", "numpy"}
 INSTALL_HINT = "pip install 'kafkawire[capture]'"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from broker_harness import BrokerThread, RawClient
-from capture_tables import random_tables
+from support.broker_harness import BrokerThread, RawClient
+from support.capture_tables import random_tables
 from kafkawire import __version__
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.capture.reporting import report
@@ -31,7 +31,7 @@ from kafkawire.messages import (
     ApiVersionsResponse, FetchResponse, MetadataRequest, RequestHeader, apis,
 )
 
-from paths import REPO as ROOT
+from support.paths import REPO as ROOT
 SCRIPT = Path(sys.executable).parent / "kafkawire"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from paths import REPO
+from support.paths import REPO
 
 kafka = pytest.importorskip("kafka")
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.client import (
     ClusterAuthorizationException, GroupAuthorizationException, TopicAuthorizationException,
     KafkaConnectionError, KafkaError, Producer, KafkaTimeoutError, SaslAuthenticationException, UnknownTopicError,
@@ -27,7 +27,7 @@ from kafkawire.client.admin import (
 )
 from kafkawire.broker.dispatch.versions import SERVED_APIS
 from kafkawire.error_codes import ErrorCode
-from security_harness import PLAIN_USERS, make_certificates, secured_config
+from support.security_harness import PLAIN_USERS, make_certificates, secured_config
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import admin as ck_admin  # noqa: E402

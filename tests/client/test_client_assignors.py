@@ -16,7 +16,7 @@ from kafkawire.client.core.group.assignors import (
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.errors import DecodeError
 
-from group_helpers import reference_assign
+from support.group_helpers import reference_assign
 
 # kafka-python loads its schemas through a deprecated importlib API
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")

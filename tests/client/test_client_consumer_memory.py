@@ -8,7 +8,7 @@ import pytest
 
 from kafkawire.client.core.consumer.memory import MemoryPool
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 
 def test_pool_grants_what_fits_and_anything_when_empty():

@@ -21,7 +21,7 @@ from kafkawire.client.core.group.protocol import (
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 ORDERS = uuid.uuid4()
 Response = m.ConsumerGroupHeartbeatResponse

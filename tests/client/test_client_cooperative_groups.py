@@ -14,7 +14,7 @@ import pytest
 from kafkawire.client import AsyncConsumer
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 # kafka-python loads its schemas through a deprecated importlib API
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -88,7 +88,11 @@ class Foreign(threading.Thread):
                 bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                 session_timeout_ms=6_000, heartbeat_interval_ms=200, max_poll_records=10,
                 auto_commit_interval_ms=200, partition_assignment_strategy=[CooperativeStickyAssignor])
-            assert self.consumer.partitions_for_topic(topic)  # (kafka-python joins without waiting for metadata)
+            # kafka-python joins without waiting for metadata: wait until it knows the new topic's partitions
+            deadline = time.monotonic() + 30
+            while not self.consumer.partitions_for_topic(topic):
+                assert time.monotonic() < deadline, f"kafka-python never saw the partitions of {topic}"
+                time.sleep(0.05)
             self.consumer.subscribe([topic])
 
     def run(self):

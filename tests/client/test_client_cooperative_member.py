@@ -14,7 +14,7 @@ from kafkawire.client.core.group.sticky_assignor import decode_cooperative_user_
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 
-from group_helpers import Sim, commit_response, fetch_response, find_ok, join_error, join_ok, sync_ok
+from support.group_helpers import Sim, commit_response, fetch_response, find_ok, join_error, join_ok, sync_ok
 
 COOP = "cooperative-sticky"
 A0, A1, A2, B0 = TP("alpha", 0), TP("alpha", 1), TP("alpha", 2), TP("beta", 0)

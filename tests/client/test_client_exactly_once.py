@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.client import Consumer, Producer, TopicPartition
-from paths import REPO
+from support.paths import REPO
 
 PARTITIONS = 2
 PER_PARTITION = 100

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.client import (
     AdminClient, AsyncAdminClient, AsyncConsumer, AsyncProducer, Consumer, KafkaTimeoutError, Producer, TopicPartition,
 )
 from kafkawire.client.core.network_config import ExponentialBackoff
-from silent_broker import SilentBroker
+from support.silent_broker import SilentBroker
 
 TIMEOUT_S = 1.0
 SLACK_S = 5.0  # past the timeout, on a loaded machine
@@ -250,7 +250,7 @@ def test_backoffs_grow_exponentially_with_jitter_up_to_their_maximum():
 _DROPPED = textwrap.dedent("""
     import asyncio, gc, socket, sys
     sys.path.insert(0, {tests!r})
-    from silent_broker import SilentBroker
+    from support.silent_broker import SilentBroker
     from kafkawire.client import (AdminClient, AsyncAdminClient, AsyncConsumer, AsyncProducer, Consumer,
                                   KafkaTimeoutError, Producer, TopicPartition)
     with SilentBroker() as broker:

@@ -32,7 +32,7 @@ from kafkawire.records import (
     Codec, LegacyMessageSetBuilder, RecordBatchBuilder, TimestampType, transaction_marker_batch,
 )
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 NODE = 1
 T = "events"

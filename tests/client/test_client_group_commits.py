@@ -15,7 +15,7 @@ from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.client.errors import CommitFailedError, RebalanceInProgressError
 from kafkawire.error_codes import ErrorCode as E
 
-from group_helpers import (
+from support.group_helpers import (
     ASSIGNED, GROUP, TOPICS, Sim, commit_response, fetch_response, find_ok, join_ok, joined, make_config, sync_ok,
 )
 

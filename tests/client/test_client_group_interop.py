@@ -21,8 +21,8 @@ from kafkawire.client.core.group.protocol import (
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.framing import Correlator, FrameBuffer
 
-from broker_harness import BrokerThread, RawClient
-from group_helpers import reference_assign
+from support.broker_harness import BrokerThread, RawClient
+from support.group_helpers import reference_assign
 
 # kafka-python loads its schemas through a deprecated importlib API
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")

@@ -19,7 +19,7 @@ from kafkawire.client.core.group.protocol import (
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 
-from group_helpers import (
+from support.group_helpers import (
     ASSIGNED, GROUP, Sim, commit_response, fetch_response, find_error, find_ok, join_error, join_ok, joined,
     make_config, reference_assign, sync_ok,
 )

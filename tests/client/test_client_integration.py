@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire.client import (
     AsyncConsumer, AsyncProducer, BufferExhausted, Consumer, CorruptRecordException, KafkaConnectionError, Producer,
     RequestTimedOut, TopicPartition,

@@ -24,7 +24,7 @@ from kafkawire.client.core.topic_partition import TopicPartition
 from kafkawire.client.errors import AccumulatorClosed, BufferExhausted, DeliveryTimeout, RecordTooLarge
 from kafkawire.records import Codec, Header, iter_batches
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

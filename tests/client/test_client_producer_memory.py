@@ -12,7 +12,7 @@ from hypothesis.database import InMemoryExampleDatabase
 from kafkawire.client.core.producer.memory import BufferPool
 from kafkawire.client.errors import BufferExhausted, PoolClosed
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 SETTINGS = settings(max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

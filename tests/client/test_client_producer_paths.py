@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.client import AsyncConsumer, BufferExhausted, Producer, TopicPartition
 from kafkawire.client.aio.waiting import wait_for_delivery
 from kafkawire.client.core.producer.accumulator import RecordAccumulator
@@ -24,7 +24,7 @@ from kafkawire.client.core.producer.config import ProducerConfig
 from kafkawire.client.core.producer.memory import BufferPool
 from kafkawire.client.errors import ProducerClosed
 from kafkawire.records import iter_batches
-from silent_broker import SilentBroker
+from support.silent_broker import SilentBroker
 
 SETTINGS = settings(max_examples=80, deadline=None, database=InMemoryExampleDatabase(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

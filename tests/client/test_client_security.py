@@ -25,7 +25,7 @@ import uuid
 import pytest
 import trustme
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.broker import BrokerConfig
 from kafkawire.broker.security.authenticator import Authenticator
 from kafkawire.broker.security.listener_security import ListenerSecurity

@@ -1,5 +1,5 @@
 """Closing a client is bounded whatever the broker does: against a broker that answers ApiVersions
-and Metadata and then nothing (tests/silent_broker.py), every close returns within its timeout (a
+and Metadata and then nothing (tests/support/silent_broker.py), every close returns within its timeout (a
 little more for sockets and tasks), and the records it could not deliver fail instead of hanging.
 
 Also the cause of the hang seen against Tansu: on Python 3.11 ``asyncio.wait_for`` drops a
@@ -16,7 +16,7 @@ import pytest
 from kafkawire.client import AsyncConsumer, AsyncProducer, Consumer, Producer, TopicPartition
 from kafkawire.client.aio.waiting import wait_event
 from kafkawire.client.errors import ProducerClosed
-from silent_broker import SilentBroker
+from support.silent_broker import SilentBroker
 
 SLACK_S = 1.5  # past the close timeout: cancelling tasks and closing sockets
 FAST = {"request_timeout_ms": 300, "linger_ms": 5, "delivery_timeout_ms": 400, "retry_backoff_ms": 20,

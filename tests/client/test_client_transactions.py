@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire.client import (
     AsyncConsumer, AsyncProducer, Consumer, KafkaError, Producer, ProducerFencedError, TopicPartition,
     TransactionAbortableError, TransactionAbortedError, TransactionError, TransactionStateError,

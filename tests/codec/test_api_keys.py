@@ -7,7 +7,7 @@ import re
 
 from kafkawire.messages import ApiKey, api, apis
 
-from paths import SCHEMAS
+from support.paths import SCHEMAS
 
 
 def upper_snake(name: str) -> str:

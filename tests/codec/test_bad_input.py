@@ -25,7 +25,7 @@ import kafkawire.messages as messages
 from codegen.parse import parse_directory
 from kafkawire import DecodeError, EncodeError, UnsupportedVersionError
 
-from paths import SCHEMAS
+from support.paths import SCHEMAS
 SPECS = {spec.name: spec for spec in parse_directory(SCHEMAS)}
 PAIRS = [(name, version)
          for name in sorted(messages._MODULES)

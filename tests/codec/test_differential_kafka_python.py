@@ -47,8 +47,8 @@ with warnings.catch_warnings():
     from kafka.protocol.api_header import ResponseHeader as KpResponseHeader
     from kafka.protocol.api_message import ApiMessage
 
-import peers
-from peers import Field
+from support import peers
+from support.peers import Field
 
 # Examples per (message, version); raise it for a deeper run: KAFKAWIRE_DIFF_EXAMPLES=500.
 MAX_EXAMPLES = int(os.environ.get("KAFKAWIRE_DIFF_EXAMPLES", "20"))

@@ -37,8 +37,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.static.primitive import TZAware, _timedelta_survives_roundtrip, i32Timedelta
 
-import peers
-from peers import Field
+from support import peers
+from support.peers import Field
 
 # Examples per (message, version); raise it for a deeper run: KAFKAWIRE_DIFF_EXAMPLES=500.
 MAX_EXAMPLES = int(os.environ.get("KAFKAWIRE_DIFF_EXAMPLES", "20"))

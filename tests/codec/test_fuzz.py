@@ -12,15 +12,15 @@ import time
 
 import pytest
 
-from broken_broker import BrokenBroker
-from broker_harness import BrokerThread
+from support.broken_broker import BrokenBroker
+from support.broker_harness import BrokerThread
 from kafkawire import messages
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.testing.fuzz import Fuzzer, read_only
 from kafkawire.testing.mutations import MUTATORS, mutate
 from kafkawire.testing.values import MessageValues, record_batches
 
-from paths import REPO as ROOT
+from support.paths import REPO as ROOT
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ import kafkawire.messages as messages
 from kafkawire import DecodeError
 from kafkawire.codec import base, native
 from kafkawire.codec.primitives import ABSENT
-from strategies import message_strategy, our_specs
+from support.strategies import message_strategy, our_specs
 
 pytestmark = pytest.mark.skipif(not native.ACTIVE, reason="native decoder not built, or KAFKAWIRE_PURE_PYTHON=1")
 

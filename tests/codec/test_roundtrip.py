@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from strategies import (
+from support.strategies import (
     MAX_TAG, carried, message_strategy, our_specs, plain, reference_encode, spec_of, struct_class,
 )
 

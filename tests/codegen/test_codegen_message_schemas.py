@@ -12,8 +12,8 @@ from codegen.parse import SpecError, parse_directory, strip_comments
 from kafkawire.messages import message_class
 from kafkawire.messages.message_schemas import SCHEMAS
 
-from paths import REPO as ROOT
-from paths import UPSTREAM_SPECS
+from support.paths import REPO as ROOT
+from support.paths import UPSTREAM_SPECS
 SPECS = ROOT / "schemas"
 UPSTREAM = UPSTREAM_SPECS
 needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason=f"no upstream specs at {UPSTREAM}")

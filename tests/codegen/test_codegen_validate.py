@@ -22,8 +22,8 @@ from codegen.generate import DEFAULT_OVERLAYS, generate
 from codegen.parse import SpecError, parse_directory, parse_file, strip_comments
 from codegen.validate import validate, validate_all
 
-from paths import REPO as ROOT
-from paths import UPSTREAM_SPECS
+from support.paths import REPO as ROOT
+from support.paths import UPSTREAM_SPECS
 SCHEMAS = ROOT / "schemas"
 MESSAGES = ROOT / "kafkawire" / "messages"
 UPSTREAM = UPSTREAM_SPECS

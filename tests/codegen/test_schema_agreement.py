@@ -19,8 +19,8 @@ from codegen.import_specs import import_specs
 from codegen.model import Versions
 from codegen.parse import strip_comments
 
-from paths import REPO as ROOT
-from paths import UPSTREAM_SPECS
+from support.paths import REPO as ROOT
+from support.paths import UPSTREAM_SPECS
 SCHEMAS = ROOT / "schemas"
 OVERLAY = SCHEMAS / "kip-1178"
 UPSTREAM = UPSTREAM_SPECS

@@ -27,9 +27,9 @@ import pytest
 from kafkawire.framing import encode_request, encode_response
 from kafkawire.messages import FetchRequest, FetchResponse, MetadataRequest, RequestHeader
 
-from paths import REPO as ROOT
-from plugin_runs import run_pytest
-from tapped_clients import confluent_round_trip
+from support.paths import REPO as ROOT
+from support.plugin_runs import run_pytest
+from support.tapped_clients import confluent_round_trip
 # docs/performance.md is left out: its blocks are the commands behind its figures (benchmarks of
 # minutes, brokers started by hand on fixed ports), not examples.
 PAGES = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.md") if page.name != "performance.md")]

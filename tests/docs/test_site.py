@@ -14,7 +14,7 @@ import pytest
 from kafkawire.broker.dispatch.versions import SERVED_APIS
 from kafkawire.messages import api
 
-from paths import REPO
+from support.paths import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 # A path in backquotes that starts with one of the repository's folders is a claim that it exists.

@@ -30,7 +30,7 @@ from kafkawire.broker.storage import FileRecords, LogAppendError, RemoteStore
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record
-from log_helpers import batch, open_log
+from support.log_helpers import batch, open_log
 
 TXN_PRODUCERS = (1, 2, 3)
 IDEMPOTENT_PRODUCERS = (1001, 1002)

@@ -10,7 +10,7 @@ from kafkawire.broker.transactions import (MarkerWriter, ProducerIdBlock, Transa
                                            TransactionStateLog, TxnState)
 from kafkawire.error_codes import ErrorCode as E
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 TOPIC = ("orders", 0)
 OTHER = ("orders", 1)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from broker_harness import RawClient
-from broker_process import SEGMENT_BYTES, BrokerProcess
-from broker_wire import create_topic
+from support.broker_harness import RawClient
+from support.broker_process import SEGMENT_BYTES, BrokerProcess
+from support.broker_wire import create_topic
 from kafkawire.broker.storage import LogConfig, PartitionLog
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, KafkaException  # noqa: E402

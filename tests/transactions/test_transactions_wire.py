@@ -13,8 +13,8 @@ from kafkawire import messages as m
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.records import RecordBatchBuilder
 
-from broker_harness import BrokerThread, RawClient
-from broker_wire import create_topic
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_wire import create_topic
 
 _names = itertools.count()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from paths import REPO as ROOT
+from support.paths import REPO as ROOT
 SCRIPTS = ROOT / "tests" / "typing"
 MESSAGES = ROOT / "kafkawire" / "messages"
 CACHE = ROOT / ".mypy_cache"

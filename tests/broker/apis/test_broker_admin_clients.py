@@ -11,7 +11,7 @@ from confluent_kafka.admin import (
     OffsetSpec, ResourceType,
 )
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 TIMEOUT = 15
 
@@ -217,7 +217,7 @@ def test_kafka_python_configs_and_group_offsets(broker, admin, kp_admin):
 
 def test_acl_calls_without_an_authorizer_answer_security_disabled(broker):
     # Kafka's AclApis: SECURITY_DISABLED (54), with its own wording for DescribeAcls and for the changes
-    from broker_harness import RawClient
+    from support.broker_harness import RawClient
     from kafkawire import messages as m
     every = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}

@@ -10,8 +10,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker_harness import BrokerThread, RawClient
-from broker_wire import batch_of, create_topic, produce
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_wire import batch_of, create_topic, produce
 from kafkawire import messages as m
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafkawire import messages as m
 from kafkawire.broker.dispatch.error_responses import error_response
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
-from strategies import message_strategy
+from support.strategies import message_strategy
 
 CODE = -1  # UNKNOWN_SERVER_ERROR
 

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 TOPIC = "first-calls"
 PARTITIONS = 3

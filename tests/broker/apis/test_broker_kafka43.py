@@ -14,14 +14,14 @@ import uuid
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker.dispatch.versions import SERVED_APIS, SUPPORTED_VERSIONS, UPSTREAM_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatchBuilder, iter_records
 
-from paths import UPSTREAM_SPECS
+from support.paths import UPSTREAM_SPECS
 UNKNOWN_ID = uuid.UUID(int=0xDEAD)
 
 

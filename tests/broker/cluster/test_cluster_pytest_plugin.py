@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
-from paths import REPO
-from plugin_runs import run_pytest
+from support.paths import REPO
+from support.plugin_runs import run_pytest
 
 USER_TESTS = '''
 import confluent_kafka

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from broker_harness import RawClient
-from broker_wire import batch_of, by_partition, fetch
+from support.broker_harness import RawClient
+from support.broker_wire import batch_of, by_partition, fetch
 from kafkawire import messages as m
 from kafkawire.broker import ClusterThread
 from kafkawire.error_codes import ErrorCode

@@ -20,9 +20,9 @@ from kafkawire.broker.config.kafka_properties import known_kafka_property
 from kafkawire.broker.config.properties import parse_properties, read_properties
 from kafkawire.error_codes import ErrorCode
 
-from broker_harness import BrokerThread, RawClient
-from broker_process import KAFKAWIRE, BrokerProcess
-from paths import REPO
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_process import KAFKAWIRE, BrokerProcess
+from support.paths import REPO
 
 STOCK = REPO / "config" / "server.properties"
 SECURE = REPO / "config" / "secure.properties"

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourceType,
 )
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 TIMEOUT = 15
 _names = itertools.count()
@@ -259,7 +259,7 @@ def test_broker_logger_changes_kafka_refuses_are_refused(kp_admin, name, operati
 @pytest.mark.parametrize("name, message", [("7", "Unexpected broker id, expected 0 but received 7"),
                                            ("", "Broker id must not be empty")])
 def test_a_broker_logger_resource_names_this_broker(broker, name, message):
-    from broker_harness import RawClient
+    from support.broker_harness import RawClient
     from kafkawire import messages as m
     request = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=8, resource_name=name, configuration_keys=None)])

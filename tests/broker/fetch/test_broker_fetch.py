@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
-from broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
 from kafkawire import messages as m
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import iter_batches, read_batches

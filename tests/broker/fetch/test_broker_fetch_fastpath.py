@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker.fetch.reads import PartitionRead
 from kafkawire.broker.fetch.encoder import encode_fetch_response
@@ -31,7 +31,7 @@ from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
 from kafkawire.framing import encode_response
 from kafkawire.records import RecordBatchBuilder
-from broker_wire import by_partition, create_topic, produce
+from support.broker_wire import by_partition, create_topic, produce
 
 LOW, HIGH = SUPPORTED_VERSIONS[1]
 NOW = time.time_ns() // 1_000_000

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire.records import RecordBatchBuilder
-from broker_wire import by_partition, create_topic, fetch, produce
+from support.broker_wire import by_partition, create_topic, fetch, produce
 
 MAX_MESSAGE = 4 << 20  # so that 2 MiB batches are accepted
 FETCH_MAX_BYTES = 57_671_680  # the broker's default fetch.max.bytes, the cap on MaxBytes

@@ -10,7 +10,7 @@ import socket
 import time
 
 
-from broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 TOPIC = "restart"
 PARTITIONS = 4

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from broker_harness import RawClient
+from support.broker_harness import RawClient
 from kafkawire import messages as m
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

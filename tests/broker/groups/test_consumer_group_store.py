@@ -12,7 +12,7 @@ from kafkawire.broker.groups.consumer_store import CONSUMER_GROUPS_FILE_NAME, Co
 from kafkawire.broker.groups.consumer import ConsumerGroupCoordinator
 from kafkawire.error_codes import ErrorCode as E
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 from test_consumer_groups import TOPICS, Member, owned_everywhere, settle
 
 

@@ -13,7 +13,7 @@ from kafkawire.broker.groups.consumer_assignors import range_assignor, uniform
 from kafkawire.broker.groups.consumer import ConsumerGroupCoordinator
 from kafkawire.error_codes import ErrorCode as E
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 TOPICS = {"orders": (uuid.uuid4(), 6), "payments": (uuid.uuid4(), 3), "other": (uuid.uuid4(), 2)}
 

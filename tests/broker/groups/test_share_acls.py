@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from broker_harness import BrokerThread
-from broker_wire import create_topic
+from support.broker_harness import BrokerThread
+from support.broker_wire import create_topic
 from kafkawire import messages as m
 from kafkawire.broker.security.acls import Operation as Op, PatternType as PT, Permission as P, ResourceType as RT
 from kafkawire.error_codes import ErrorCode
-from security_harness import make_certificates, plain_client, secured_config
+from support.security_harness import make_certificates, plain_client, secured_config
 
 GROUP, OPEN, SECRET = "share-readers", "shared", "secret"
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 LOCK_MS = 2000
 DELIVERY_LIMIT = 3

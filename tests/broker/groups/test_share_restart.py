@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import time
 
-from broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 TOPIC = "restart-share"
 SHARE = ("--override", "share.auto.offset.reset=earliest")

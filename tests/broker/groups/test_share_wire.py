@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
-from broker_wire import create_topic, produce
+from support.broker_harness import BrokerThread, RawClient
+from support.broker_wire import create_topic, produce
 from kafkawire import messages as m
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatchBuilder

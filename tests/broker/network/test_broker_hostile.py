@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from broker_harness import RawClient
+from support.broker_harness import RawClient
 from kafkawire import messages as m
 from kafkawire.framing import Correlator, FrameBuffer
 from kafkawire.records import Codec, compress
 from kafkawire.records.builder import RecordBatchBuilder
-from broker_process import BrokerProcess
-from broker_wire import create_topic
+from support.broker_process import BrokerProcess
+from support.broker_wire import create_topic
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the broker's /proc entries")
 

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.storage import PartitionLog
 from kafkawire.broker.storage.descriptors import DescriptorCache
 from kafkawire.records import RecordBatchBuilder, iter_records
-from broker_wire import create_topic, fetch
+from support.broker_wire import create_topic, fetch
 
 API_VERSIONS = m.ApiVersionsRequest(client_software_name="limits", client_software_version="1")
 

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.framing import Correlator
-from broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
+from support.broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
 
 MAX_REQUEST = 1 << 20  # socket.request.max.bytes for this module's broker
 TIMEOUT = 5.0  # a socket operation taking longer than this is a hang

@@ -11,9 +11,9 @@ import pytest
 
 from kafkawire import messages as m
 
-from broker_harness import RawClient
-from broker_process import BrokerProcess
-from broker_wire import create_topic
+from support.broker_harness import RawClient
+from support.broker_process import BrokerProcess
+from support.broker_wire import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

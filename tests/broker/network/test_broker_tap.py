@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 from kafkawire import messages as m
 from kafkawire.broker.network.tap import WireTap
 from kafkawire.broker.network.connection import Connection

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker_harness import BrokerThread
-from broker_wire import batch_of
+from support.broker_harness import BrokerThread
+from support.broker_wire import batch_of
 from kafkawire import messages as m
 from kafkawire.broker.security.acls import Operation as Op, PatternType as PT, Permission as P, ResourceType as RT
-from security_harness import PLAIN_USERS, make_certificates, plain_client, secured_config
+from support.security_harness import PLAIN_USERS, make_certificates, plain_client, secured_config
 
 TOPIC, GROUP = "orders", "readers"
 TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH, TXN_AUTH = 29, 30, 31, 53

@@ -19,7 +19,7 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker import Broker
 from kafkawire.broker.config.broker_config import BrokerConfig

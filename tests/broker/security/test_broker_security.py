@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker.security import authenticator
-from security_harness import PLAIN_USERS, SCRAM_USERS, make_certificates, plain_client, secured_config
+from support.security_harness import PLAIN_USERS, SCRAM_USERS, make_certificates, plain_client, secured_config
 
 TOPIC = "secured"
 

@@ -11,12 +11,12 @@ import threading
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from broker_harness import RawClient
-from broker_process import KAFKAWIRE
+from support.broker_harness import RawClient
+from support.broker_process import KAFKAWIRE
 from kafkawire import messages as m
 from kafkawire.broker.storage.cleaner.throttler import Throttler
 
-from fake_clock import FakeClock
+from support.fake_clock import FakeClock
 
 TIMEOUT = 15
 PROPERTIES = """\

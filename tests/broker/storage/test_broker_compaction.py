@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from compaction_helpers import Writer, clean_fully, compacted_log, read_committed, segment_batches
+from support.compaction_helpers import Writer, clean_fully, compacted_log, read_committed, segment_batches
 
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.server import Broker

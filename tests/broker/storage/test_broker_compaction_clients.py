@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 from kafkawire.client import Consumer, TopicPartition
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from compaction_helpers import Writer, clean_fully, compacted_log, read_committed
+from support.compaction_helpers import Writer, clean_fully, compacted_log, read_committed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import RawClient
+from support.broker_harness import RawClient
 from kafkawire.records import RecordBatchBuilder, iter_batches
-from broker_wire import by_partition, create_topic, fetch, produce
+from support.broker_wire import by_partition, create_topic, fetch, produce
 
 TOPIC = "crash"
 PARTITIONS = 3

@@ -19,7 +19,7 @@ from kafkawire.broker.storage import (
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import Codec, LegacyMessageSetBuilder, iter_batches
 from kafkawire.records.record import TimestampType
-from log_helpers import NOW, Clock, batch, open_log
+from support.log_helpers import NOW, Clock, batch, open_log
 
 
 def batch_of_size(size: int, *, timestamp: int = NOW) -> bytes:

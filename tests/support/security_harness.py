@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trustme
 
-from broker_harness import RawClient
+from support.broker_harness import RawClient
 from kafkawire import messages as m
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.sasl.plain import plain_message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker_harness import BrokerThread
+from support.broker_harness import BrokerThread
 
 
 def confluent_round_trip(folder: Path, topic: str, records: int = 20,

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from kafkawire import messages as kw_messages
 
-from paths import SCHEMAS
+from support.paths import SCHEMAS
 ZERO_UUID = uuid.UUID(int=0)
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),

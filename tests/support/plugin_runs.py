@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paths import REPO
+from support.paths import REPO
 
 __all__ = ["run_pytest"]
 

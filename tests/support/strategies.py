@@ -26,7 +26,7 @@ from codegen.generate import DEFAULT_OVERLAYS
 from codegen.model import INTEGER_RANGES, MessageSpec, StructSpec
 from codegen.parse import parse_directory
 
-from paths import SCHEMAS
+from support.paths import SCHEMAS
 
 # Size limits: small, so that thousands of message-versions run quickly.
 MAX_ARRAY = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 SCHEMAS = REPO / "schemas"
 SHARED = REPO.parent / "shared"
 # Kafka 4.3's own specs; KAFKAWIRE_UPSTREAM_SPECS points elsewhere for another Kafka
