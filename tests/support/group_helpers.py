@@ -1,4 +1,4 @@
-"""Shared by the group tests (tests/client/test_client_group_*.py, test_client_assignors.py): the peers'
+"""Shared by the group tests (tests/client/group/): the peers'
 assignors to compare ours with (kafka-python's range and round-robin, aiokafka's round-robin), and ``Sim``,
 a GroupMember on a clock whose requests and hand-built answers all go through the codec."""
 from __future__ import annotations
