@@ -42,6 +42,7 @@ def add_decode_command(commands) -> None:
 def add_report_command(commands) -> None:
     """The ``report`` subcommand, on ``commands``."""
     from ..capture.reporting.report import ARROW_MAX_ROWS
+    from ..capture.reporting.shares import DEFAULT_DELIVERY_LIMIT
 
     report = commands.add_parser(
         "report", help="summarise tables written by `kafkawire decode`",
@@ -54,6 +55,19 @@ def add_report_command(commands) -> None:
                              f"Spark otherwise")
     report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
+    report.add_argument("--share-delivery-limit", type=_positive, default=DEFAULT_DELIVERY_LIMIT, metavar="N",
+                        help="the brokers' group.share.delivery.count.limit, which no frame carries: the share "
+                             f"groups' records released at N deliveries are archived (default {DEFAULT_DELIVERY_LIMIT}, "
+                             "Kafka's)")
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    value = int(text) if text.strip().isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def run(args) -> int:
@@ -158,7 +172,7 @@ def report(args) -> int:
     engine = reports.engine_for(args.tables, args.engine)
     if engine == "arrow":
         try:
-            summary = reports.build_arrow(args.tables)
+            summary = reports.build_arrow(args.tables, delivery_limit=args.share_delivery_limit)
         except (OSError, pa.ArrowException) as error:
             print(f"kafkawire report: cannot read the tables in {args.tables}: {error}", file=sys.stderr)
             return 1
@@ -168,7 +182,7 @@ def report(args) -> int:
 
         spark = session(args.master, keep_classes=True)
         try:
-            summary = build(spark, args.tables)
+            summary = build(spark, args.tables, delivery_limit=args.share_delivery_limit)
         finally:
             stop(spark)
     print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())

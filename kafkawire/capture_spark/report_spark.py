@@ -6,6 +6,9 @@ from __future__ import annotations
 from ..capture.kafka.authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from ..capture.reporting.report import PERCENTILES, STARVED_AFTER, Report, ordered, versions_text
 from ..capture.tables.table_sets import BODIES, FRAME_KEY
+from ..capture.reporting.shares import (
+    ACKNOWLEDGEMENT_COLUMNS, ACQUISITION_COLUMNS, DEFAULT_DELIVERY_LIMIT, share_view,
+)
 from ..capture.reporting.transactions import (
     FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, problem_summary,
 )
@@ -13,12 +16,13 @@ from ..capture.reporting.transactions import (
 _LONG_MIN = -(1 << 63)
 
 
-def build(spark, out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
+def build(spark, out_dir: str, starved_after: int = STARVED_AFTER, delivery_limit: int | None = None) -> Report:
     """The report of the tables in ``out_dir``, computed with Spark SQL on ``spark``."""
-    return ordered(compute(spark, str(out_dir).rstrip("/"), starved_after))
+    return ordered(compute(spark, str(out_dir).rstrip("/"), starved_after,
+                           DEFAULT_DELIVERY_LIMIT if delivery_limit is None else delivery_limit))
 
 
-def compute(spark, out: str, starved_after: int) -> Report:
+def compute(spark, out: str, starved_after: int, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> Report:
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
@@ -106,6 +110,8 @@ def compute(spark, out: str, starved_after: int) -> Report:
 
     report.transactions, problems_of_transactions = _transactions(spark, F, out, frames, produces)
     report.problems += problem_summary(problems_of_transactions)
+    report.share_groups, report.share_records, problems_of_shares = _shares(spark, F, out, frames, delivery_limit)
+    report.problems += problem_summary(problems_of_shares)
 
     counts = frames.groupBy("direction").count().collect()
     report.totals = {"frames": sum(r["count"] for r in counts),
@@ -133,6 +139,24 @@ def _transactions(spark, F, out, frames, produces) -> tuple[list[dict], list[dic
               for row in spark.read.parquet(f"{out}/{BODIES}/{message}").select(*micros([*FRAME_KEY, "body"])).collect()]
     end = frames.agg(F.max(F.unix_micros("ts"))).first()[0]
     return follow(frame_rows([row.asDict() for row in txn], bodies), [row.asDict(recursive=True) for row in written], end)
+
+
+def _shares(spark, F, out, frames, delivery_limit: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """The share-group view (``shares.share_view``) from the share tables' rows (absent from table sets
+    that older versions wrote), collected to the driver: one per acquired or acknowledged range."""
+    rows = []
+    for name, columns in (("share_acquisitions", ACQUISITION_COLUMNS),
+                          ("share_acknowledgements", ACKNOWLEDGEMENT_COLUMNS)):
+        found = []
+        if _exists(spark, f"{out}/{name}"):
+            found = [row.asDict() for row in spark.read.parquet(f"{out}/{name}").select(
+                *[F.unix_micros("ts").alias("ts") if column == "ts" else F.col(column) for column in columns]
+            ).collect()]
+        rows.append(found)
+    if not rows[0] and not rows[1]:
+        return [], [], []
+    end = frames.agg(F.max(F.unix_micros("ts"))).first()[0]
+    return share_view(rows[0], rows[1], end, delivery_limit)
 
 
 def _any(F, conditions):

@@ -4,7 +4,7 @@ Produce v13+ and Fetch v13+ name topics by id; a stage-2 task names them from th
 so far that pair ids with names (``capture.tables.topic_names``). But a task reads its connections one after the
 other, sorted by key, not by time, and another task may hold the connection whose Metadata answer
 resolves the id: so each task adds the names it learnt to an accumulator (``TopicIdNames``), and once
-all are written the driver rewrites the part files of ``fetches``, ``produces`` and ``records`` whose
+all are written the driver rewrites the part files of ``NAMED_BY_ID`` whose
 rows have a topic id and no name that some task learnt. Only those files are read and written again
 (a footer says whether a file has rows without a name), a row group at a time; an id that no response
 in the capture named keeps a null topic.
@@ -21,7 +21,7 @@ from .part_files import writer_options
 
 __all__ = ["TopicIdNames", "NAMED_BY_ID", "name_topics"]
 
-NAMED_BY_ID = ("fetches", "produces", "records")  # the tables with a topic and a topic_id column
+NAMED_BY_ID = ("fetches", "produces", "records", "share_acquisitions", "share_acknowledgements")  # topic and topic_id
 
 
 class TopicIdNames:

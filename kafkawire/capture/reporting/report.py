@@ -45,6 +45,8 @@ class Report:
     oversized_partitions: list[dict] = field(default_factory=list)
     starved: list[dict] = field(default_factory=list)
     transactions: list[dict] = field(default_factory=list)
+    share_groups: list[dict] = field(default_factory=list)
+    share_records: list[dict] = field(default_factory=list)  # shares.share_view's records
     totals: dict = field(default_factory=dict)
 
     def text(self) -> str:
@@ -89,6 +91,7 @@ class Report:
                       for row in self.transactions]
         else:
             lines.append("  none")
+        lines += share_text(self.share_groups, self.share_records)
         lines += ["", "fetch limits (KIP-74)",
                   f"  responses over max(MaxBytes, first batch): {len(self.oversized_responses)}",
                   f"  partitions over max(PartitionMaxBytes, first batch): {len(self.oversized_partitions)}",
@@ -104,6 +107,31 @@ class Report:
             lines.append(f"    {row['topic']}-{row['partition']} on {row['connection']}: "
                          f"{row['longest']} fetches in a row")
         return "\n".join(lines)
+
+
+SHARE_RECORDS_SHOWN = 10
+
+
+def share_text(groups: list[dict], records: list[dict]) -> list[str]:
+    """The share-group view's lines: per group, then the records that were redelivered, whose lock
+    expired or that were archived (the first ``SHARE_RECORDS_SHOWN``)."""
+    lines = ["", "share groups (KIP-932; records acquired and acknowledged per group)"]
+    if not groups:
+        return lines + ["  none"]
+    lines.append(f"  {'group':<24}{'members':>8}{'records':>9}{'accepted':>9}{'released':>9}{'rejected':>9}"
+                 f"{'redelivered':>12}{'lock exp.':>10}{'at limit':>9}{'held':>6}")
+    lines += [f"  {_name(g['group'], 23):<24}{g['members']:>8,}{g['records']:>9,}{g['accepted']:>9,}"
+              f"{g['released']:>9,}{g['rejected']:>9,}{g['redelivered']:>12,}{g['lock_expiries']:>10,}"
+              f"{g['delivery_limit']:>9,}{g['acquired']:>6,}" for g in groups]
+    notable = [r for r in records if r["redeliveries"] or r["lock_expiries"] or r["archived"]]
+    for r in notable[:SHARE_RECORDS_SHOWN]:
+        lines.append(f"    {_name(r['group'], 23)} {_name(r['topic'], 39)}-{r['partition']}@{r['offset']}: "
+                     f"deliveries {r['deliveries']}, members {len(r['members'])}, lock expiries "
+                     f"{r['lock_expiries']}, acknowledged {'/'.join(t or '?' for t in r['acknowledgements']) or '-'}"
+                     + (f", archived ({r['archived']})" if r["archived"] else f", {r['state']}"))
+    if len(notable) > SHARE_RECORDS_SHOWN:
+        lines.append(f"    ... {len(notable) - SHARE_RECORDS_SHOWN:,} more redelivered, expired or archived records")
+    return lines
 
 
 def _name(value, width: int) -> str:
@@ -181,11 +209,15 @@ def engine_for(out_dir: str, engine: str = "auto", max_rows: int = ARROW_MAX_ROW
     return "arrow" if rows is not None and rows <= max_rows else "spark"
 
 
-def build_arrow(out_dir: str, starved_after: int = STARVED_AFTER) -> Report:
-    """The report of the tables in ``out_dir`` (a local folder), computed with pyarrow on this process."""
+def build_arrow(out_dir: str, starved_after: int = STARVED_AFTER, delivery_limit: int | None = None) -> Report:
+    """The report of the tables in ``out_dir`` (a local folder), computed with pyarrow on this process;
+    ``delivery_limit``: the share groups' delivery count limit (``shares.DEFAULT_DELIVERY_LIMIT``)."""
     from .report_arrow import compute
 
     path = str(out_dir)
     if path.startswith("file://"):
         path = path[len("file://"):]
-    return ordered(compute(path.rstrip("/") or "/", starved_after))
+    from .shares import DEFAULT_DELIVERY_LIMIT
+
+    return ordered(compute(path.rstrip("/") or "/", starved_after,
+                           DEFAULT_DELIVERY_LIMIT if delivery_limit is None else delivery_limit))

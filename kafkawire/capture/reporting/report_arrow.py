@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from ..kafka.authentication import AUTHENTICATED, FAILED, INCOMPLETE
 from .report import PERCENTILES, Report, rank_of, versions_text
 from ..tables.table_sets import BODIES, FRAME_KEY
+from .shares import ACKNOWLEDGEMENT_COLUMNS, ACQUISITION_COLUMNS, DEFAULT_DELIVERY_LIMIT, share_view
 from .transactions import FRAME_COLUMNS, PRODUCE_COLUMNS, TXN_API_KEYS, TXN_MESSAGES, follow, frame_rows, \
     problem_summary, produce_requests
 
@@ -34,7 +35,7 @@ _CONNECTIONS = ["tls", "tls_server_name", "tls_version", "sasl_mechanism", "sasl
 _NULL = np.iinfo(np.int64).min
 
 
-def compute(out: str, starved_after: int) -> Report:
+def compute(out: str, starved_after: int, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> Report:
     frames = _read(out, "frames", _FRAMES)
     fetches = _read(out, "fetches", _FETCHES)
     problems = _read(out, "problems", ["ts", "kind", "reason"])
@@ -56,6 +57,8 @@ def compute(out: str, starved_after: int) -> Report:
 
     report.transactions, problems_of_transactions = _transactions(out, frames)
     report.problems += problem_summary(problems_of_transactions)
+    report.share_groups, report.share_records, problems_of_shares = _shares(out, frames, delivery_limit)
+    report.problems += problem_summary(problems_of_shares)
 
     report.totals = {"frames": frames.num_rows, "requests": _count(is_request),
                      "responses": _count(pc.equal(frames["direction"], "response")), "fetches": fetches.num_rows,
@@ -318,6 +321,20 @@ def _transactions(out: str, frames: pa.Table) -> tuple[list[dict], list[dict]]:
     produces = _micros(produces)
     end = pc.max(pc.cast(frames["ts"], pa.int64())).as_py()
     return follow(frame_rows(txn.to_pylist(), bodies), produce_requests(produces.to_pylist()), end)
+
+
+def _shares(out: str, frames: pa.Table, delivery_limit: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """The share-group view (``shares.share_view``) from the share tables (absent from table sets that
+    older versions wrote)."""
+    if not os.path.isdir(f"{out}/share_acquisitions") and not os.path.isdir(f"{out}/share_acknowledgements"):
+        return [], [], []
+    tables = [_micros(_read(out, name, list(columns))) if os.path.isdir(f"{out}/{name}") else None
+              for name, columns in (("share_acquisitions", ACQUISITION_COLUMNS),
+                                    ("share_acknowledgements", ACKNOWLEDGEMENT_COLUMNS))]
+    acquired, acknowledged = [[] if table is None else table.to_pylist() for table in tables]
+    if not acquired and not acknowledged:
+        return [], [], []
+    return share_view(acquired, acknowledged, pc.max(pc.cast(frames["ts"], pa.int64())).as_py(), delivery_limit)
 
 
 def _micros(table: pa.Table) -> pa.Table:

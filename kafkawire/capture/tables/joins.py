@@ -17,7 +17,7 @@ from .record_table import RecordRows
 from .topic_names import TopicNames
 from .table_schemas import latency_ms, micros
 
-__all__ = ["FetchJoin", "ProduceJoin", "TopicNames"]
+__all__ = ["FetchJoin", "ProduceJoin", "Join", "TopicNames", "topic_items"]
 
 
 class Join:
@@ -38,6 +38,10 @@ class Join:
         self.response_version = response_version
         self.ts = micros((response or request).end_ts_ns)
         self.latency_ms = latency_ms(response, request) if response is not None else None
+
+    def run(self) -> None:
+        """The rows of this request and response."""
+        raise NotImplementedError
 
     def request_has(self, *path: str) -> bool:
         return self.request_body is not None and has_field(self.REQUEST, path, self.request_version)
@@ -89,7 +93,7 @@ class Join:
                 return
 
 
-def _topic_items(topics, topic_field: str | None, id_field: str | None, partitions_field: str,
+def topic_items(topics, topic_field: str | None, id_field: str | None, partitions_field: str,
                  partition_field: str, names: TopicNames) -> list:
     items = []
     index = 0
@@ -109,7 +113,7 @@ class FetchJoin(Join):
         request, response = self.request_body, self.response_body
         request_items = response_items = []
         if request is not None:
-            request_items = _topic_items(request.topics, "topic" if self.request_has("topics", "topic") else None,
+            request_items = topic_items(request.topics, "topic" if self.request_has("topics", "topic") else None,
                                          "topic_id" if self.request_has("topics", "topic_id") else None,
                                          "partitions", "partition", self.batcher.topic_names)
             top = request
@@ -124,7 +128,7 @@ class FetchJoin(Join):
             head = (None,) * 6
         response_frame = self.response
         if response is not None and response_frame is not None:  # a body comes with its frame
-            response_items = _topic_items(
+            response_items = topic_items(
                 response.responses, "topic" if self.response_has("responses", "topic") else None,
                 "topic_id" if self.response_has("responses", "topic_id") else None, "partitions", "partition_index",
                 self.batcher.topic_names)
@@ -177,14 +181,14 @@ class ProduceJoin(Join):
         request_items = response_items = []
         head: tuple[object, ...] = (None,) * 3
         if request is not None:
-            request_items = _topic_items(request.topic_data, "name" if self.request_has("topic_data", "name") else None,
+            request_items = topic_items(request.topic_data, "name" if self.request_has("topic_data", "name") else None,
                                          "topic_id" if self.request_has("topic_data", "topic_id") else None,
                                          "partition_data", "index", self.batcher.topic_names)
             head = (request.acks, request.timeout_ms,
                     request.transactional_id if self.request_has("transactional_id") else None)
         throttle = None
         if response is not None:
-            response_items = _topic_items(
+            response_items = topic_items(
                 response.responses, "name" if self.response_has("responses", "name") else None,
                 "topic_id" if self.response_has("responses", "topic_id") else None, "partition_responses", "index",
                 self.batcher.topic_names)

@@ -1,4 +1,5 @@
-"""The records table (``decode --records``): one row per record of Produce requests and Fetch responses.
+"""The records table (``decode --records``): one row per record of Produce requests, Fetch responses and
+ShareFetch responses.
 
 A capture of a busy cluster holds millions of records, so this table is built column by column
 rather than row by row:
@@ -56,7 +57,7 @@ class RecordRows:
                  topic: str | None, topic_id: str | None, partition: int, first_offset: int | None):
         self.table = table
         self.constants = (source, connection, correlation_id, ts, topic, topic_id, partition)
-        self.fetched = source == "fetch"  # fetched records carry their offsets; produced ones get them
+        self.fetched = source != "produce"  # fetched records carry their offsets; produced ones get them
         self.next_offset = first_offset  # produce: assigned offsets run on from the response's base
 
     def add(self, batch) -> None:

@@ -10,12 +10,15 @@ Tables (schemas in ``TABLES``):
   incremental sessions leave partitions on one side only; those rows have the other side null).
 - ``produces``: one row per produced partition, a Produce request joined with its response (acks=0:
   response fields null).
-- ``records`` (only with ``TableBatcher(records=True)``): one row per record of Produce requests and
-  Fetch responses.
+- ``records`` (only with ``TableBatcher(records=True)``): one row per record of Produce requests, Fetch
+  responses and ShareFetch responses.
 - ``problems``: the Problems of the earlier stages, frames or record batches that do not decode, and
   bytes after a frame's body (``trailing_bytes``: the frame is decoded, as Kafka reads it). The capture
   job adds the capture records its reader skipped (``table_schemas.capture_problems``).
 - ``connections``: one row per ConnectionSummary (a TCP connection: times, frame counts, TLS, SASL).
+- ``share_acquisitions`` and ``share_acknowledgements`` (KIP-932): the record ranges ShareFetch
+  responses acquired, and the acknowledgements of ShareFetch and ShareAcknowledge requests
+  (``share_joins``).
 
 SASL tokens reach no table: SaslAuthenticate bodies are redacted when decoded (``frame_decoding``).
 
@@ -23,7 +26,7 @@ Batch summaries (batch and record counts, offsets, codec) read batch headers onl
 decompressed only for the records table.
 
 The schemas are in ``table_schemas``, the frames' decoding in ``frame_decoding``, the Fetch and
-Produce joins in ``joins``.
+Produce joins in ``joins``, the ShareFetch and ShareAcknowledge ones in ``share_joins``.
 """
 from __future__ import annotations
 
@@ -41,13 +44,15 @@ from .bodies import converter, error_codes, top_error_code
 from .column_table import ColumnTable
 from .frame_decoding import Decoded, api_info, decode_frame, decode_problem
 from .joins import FetchJoin, ProduceJoin, TopicNames
+from .share_joins import ShareAcknowledgeJoin, ShareFetchJoin
 from ..model import ConnectionSummary, KafkaFrame, Problem
 from .record_table import RecordsTable
 from .table_schemas import BODIES, TABLES, body_schema, body_table, latency_ms, micros
 
 __all__ = ["TableBatcher", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 1, 78, 79
+_JOINS = {FETCH: FetchJoin, PRODUCE: ProduceJoin, SHARE_FETCH: ShareFetchJoin, SHARE_ACKNOWLEDGE: ShareAcknowledgeJoin}
 DEFAULT_MAX_ROWS = 8192
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # Python values held per table before a batch is emitted
 
@@ -79,7 +84,7 @@ class TableBatcher:
     """Turns KafkaFrames and Problems into rows and emits ``(table name, RecordBatch)`` pairs.
 
     ``add(item)`` returns the batches that filled up (``max_rows`` rows or about ``max_bytes`` of
-    values); ``end_connection(connection)`` gives that connection's Fetch and Produce requests that
+    values); ``end_connection(connection)`` gives that connection's Fetch, Produce and share requests that
     never got a response their rows (response columns null); ``finish()`` does so for every
     connection and emits the rest. Requests wait for their responses in a bounded cache; a response
     whose request was evicted (or never seen) decodes the request from ``frame.request``, and an
@@ -112,7 +117,8 @@ class TableBatcher:
         self._pending_bytes = 0
         # requests whose response came first (then the request must not wait for it); bounded
         self._answered: dict[tuple[str, int], None] = {}
-        self._joins = "fetches" in self.tables or "produces" in self.tables or "records" in self.tables
+        self._joins = any(name in self.tables for name in ("fetches", "produces", "records", "share_acquisitions",
+                                                            "share_acknowledgements"))
         self.topic_names = TopicNames()  # ids resolved by responses seen so far, for Produce v13+ and Fetch v13+
 
     # ---- input --------------------------------------------------------------------------------
@@ -144,7 +150,7 @@ class TableBatcher:
         return self._ready()
 
     def end_connection(self, connection: str) -> list[tuple[str, pa.RecordBatch]]:
-        """A connection's frames are all in: its unanswered Fetch and Produce requests get their rows
+        """A connection's frames are all in: its unanswered Fetch, Produce and share requests get their rows
         now (instead of waiting in the cache until ``finish``). Returns the batches that filled up."""
         with _gc_paused():
             for key in [key for key in self._pending if key[0] == connection]:
@@ -156,7 +162,7 @@ class TableBatcher:
         return self._ready()
 
     def finish(self) -> list[tuple[str, pa.RecordBatch]]:
-        """The end of the input: rows for unanswered Fetch and Produce requests, then everything."""
+        """The end of the input: rows for unanswered Fetch, Produce and share requests, then everything."""
         pending, self._pending = self._pending, {}
         self._pending_bytes = 0
         self._answered.clear()
@@ -175,7 +181,7 @@ class TableBatcher:
         body, version = decoded.body, decoded.version  # (a body comes with its version)
         if frame.direction == "response" and body is not None and version is not None:
             self.topic_names.learn(body, version)
-        if not self._joins or frame.api_key not in (PRODUCE, FETCH):
+        if not self._joins or frame.api_key not in _JOINS:
             return
         if frame.direction == "request":
             if body is not None and version is not None:
@@ -255,12 +261,9 @@ class TableBatcher:
               response_body, response_version) -> None:
         if request_body is None and response_body is None:
             return
-        if request.api_key == FETCH:
-            FetchJoin(self, request, request_body, request_version, response, response_body,
-                       response_version).run()
-        elif request.api_key == PRODUCE:
-            ProduceJoin(self, request, request_body, request_version, response, response_body,
-                         response_version).run()
+        join = _JOINS.get(request.api_key)  # type: ignore[arg-type]
+        if join is not None:
+            join(self, request, request_body, request_version, response, response_body, response_version).run()
 
     # ---- problems -----------------------------------------------------------------------------
     def _problem(self, problem: Problem) -> None:

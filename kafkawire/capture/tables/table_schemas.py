@@ -78,6 +78,12 @@ def schema_of(table: str) -> pa.Schema:
 # ---- table schemas --------------------------------------------------------------------------------
 
 _WHERE = [("connection", pa.string()), ("client", pa.string()), ("broker", pa.string())]
+# A share request's partition: who asked (the request header, the group, the member, the session).
+_SHARE_WHERE = _WHERE + [
+    ("client_id", pa.string()), ("correlation_id", pa.int32()), ("api_version", pa.int16()),
+    ("group_id", pa.string()), ("member_id", pa.string()), ("share_session_epoch", pa.int32()),
+    ("topic", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+]
 
 TABLES: dict[str, pa.Schema] = {
     "frames": pa.schema(_WHERE + [
@@ -139,6 +145,18 @@ TABLES: dict[str, pa.Schema] = {
         ("tls", pa.bool_()), ("tls_server_name", pa.string()), ("tls_version", pa.string()),
         ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()), ("sasl_handshake_version", pa.int16()),
         ("authentication", pa.string()), ("sasl_error_code", pa.int16()), ("authentications", pa.int32()),
+    ]),
+    # KIP-932 share groups (``share_joins``): what ShareFetch responses acquired, range by range ...
+    "share_acquisitions": pa.schema([("ts", _TS)] + _SHARE_WHERE + [
+        ("first_offset", pa.int64()), ("last_offset", pa.int64()), ("delivery_count", pa.int16()),
+        ("error_code", pa.int16()), ("response_error_code", pa.int16()),
+        ("acquisition_lock_timeout_ms", pa.int32()),
+    ]),
+    # ... and what ShareFetch and ShareAcknowledge requests acknowledged, one run of one type a row
+    "share_acknowledgements": pa.schema([("ts", _TS)] + _SHARE_WHERE + [
+        ("api_name", pa.string()), ("is_renew_ack", pa.bool_()), ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()), ("acknowledge_type", pa.string()), ("error_code", pa.int16()),
+        ("response_error_code", pa.int16()), ("latency_ms", pa.float64()),
     ]),
 }
 

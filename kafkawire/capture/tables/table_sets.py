@@ -16,7 +16,8 @@ from ...errors import KafkaWireError
 __all__ = ["TABLE_ORDER", "REPORTED", "BODIES", "FRAME_KEY", "SUMMARY", "STAGING", "TableSetError", "check_out",
            "check_tables", "table_names", "found_in", "file_system"]
 
-TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems", "connections")
+TABLE_ORDER = ("frames", "fetches", "produces", "records", "problems", "connections", "share_acquisitions",
+               "share_acknowledgements")
 REPORTED = ("frames", "fetches", "produces", "problems", "connections")  # every decode writes these (records: --records)
 STAGING = "_staging"  # written by earlier versions; removed when found
 SUMMARY = "_summary"
