@@ -27,6 +27,7 @@ DELIVERY_LIMIT = 3
 LOCK_MS = 4000  # the acquisition lock: long enough for a loaded machine to acknowledge in time
 ACKS_TOPIC, QUIET_TOPIC = "share-acks", "share-quiet"
 ACKS_GROUP, QUIET_GROUP = "acks", "quiet"
+TOPICS = {ACKS_GROUP: ACKS_TOPIC, QUIET_GROUP: QUIET_TOPIC}
 
 
 @dataclass
@@ -155,3 +156,21 @@ def capture_shares(folder: Path) -> ShareWorkload:
         finally:
             stop_tcpdump(dump)
     return workload
+
+
+def expected_share_records(workload: ShareWorkload) -> list[dict]:
+    """The share view's records, from what the test did: the quiet group's records were held by a member
+    that never acknowledged them, then acquired by another (one lock expiry each)."""
+    expected = []
+    for (group, offset), counts in sorted(workload.deliveries.items()):
+        kinds = workload.acknowledged.get((group, offset), [])
+        archived = "rejected" if kinds[-1:] == ["REJECT"] else (
+            "delivery_limit" if kinds[-1:] == ["RELEASE"] and max(counts) >= DELIVERY_LIMIT else None)
+        quiet = group == QUIET_GROUP
+        expected.append(dict(
+            group=group, topic=TOPICS[group], partition=0, offset=offset,
+            members=workload.members[group], deliveries=max(counts), acknowledgements=kinds,
+            redeliveries=sum(count > 1 for count in counts), lock_expiries=1 if quiet else 0,
+            state="archived" if archived else ("acknowledged" if kinds[-1:] == ["ACCEPT"] else "available"),
+            archived=archived))
+    return expected

@@ -49,6 +49,7 @@ class _Record:
     state: str = AVAILABLE
     archived: str | None = None
     locked_until: int | None = None  # capture time (us) its lock runs out, None where unknown
+    lock_us: int | None = None       # the acquisition lock's duration (the response's timeout)
 
 
 def share_view(acquisitions: Iterable[dict], acknowledgements: Iterable[dict], end: int | None,
@@ -77,7 +78,7 @@ def share_view(acquisitions: Iterable[dict], acknowledgements: Iterable[dict], e
         for offset in range(first, last + 1):
             record = records.setdefault((*key, offset), _Record())
             if kind:
-                _acquire(record, member, value, None if lock < 0 else ts + lock * 1000)
+                _acquire(record, member, value, ts, None if lock < 0 else lock * 1000)
             else:
                 _acknowledge(record, value, ts, delivery_limit)
     rows = []
@@ -109,20 +110,21 @@ def _wide(row: dict, problems: list[dict], what: str) -> bool:
     return True  # (a range that ends before it starts holds no record)
 
 
-def _acquire(record: _Record, member: str, delivery_count: int, locked_until: int | None) -> None:
+def _acquire(record: _Record, member: str, delivery_count: int, ts: int, lock_us: int | None) -> None:
     if record.state == ACQUIRED:
         record.lock_expiries += 1
     if member not in record.members:
         record.members.append(member)
     record.deliveries = max(record.deliveries, delivery_count)
     record.redeliveries += delivery_count > 1
-    record.state, record.archived, record.locked_until = ACQUIRED, None, locked_until
+    record.state, record.archived, record.lock_us = ACQUIRED, None, lock_us
+    record.locked_until = None if lock_us is None else ts + lock_us
 
 
 def _acknowledge(record: _Record, kind: str, ts: int, delivery_limit: int) -> None:
     if kind == "RENEW":
-        if record.state == ACQUIRED and record.locked_until is not None:
-            record.locked_until = max(record.locked_until, ts)  # renewed from here for a lock duration
+        if record.state == ACQUIRED and record.lock_us is not None:
+            record.locked_until = ts + record.lock_us  # locked again for a lock duration from here
         return
     record.acknowledgements.append(kind or None)
     if kind == "REJECT":
