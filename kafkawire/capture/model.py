@@ -11,9 +11,9 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              kafka_framing and resync, correlation, authentication,
                                              tls_hello)
     tables/     KafkaFrame / Problem /    -> rows of the output tables (rows: table_schemas, table_sets,
-                ConnectionSummary            frame_decoding, joins, bodies, topic_names, column_table,
-                                             record_table)
-    reporting/  the tables                -> a summary (report, report_arrow, transactions)
+                ConnectionSummary            frame_decoding, joins, share_joins, bodies, topic_names,
+                                             column_table, record_table)
+    reporting/  the tables                -> a summary (report, report_arrow, transactions, shares)
 
 ``streaming`` chains the first three in this process (``kafkawire show``, in ``terminal/``).
 

@@ -4,8 +4,9 @@ Sections: frames and latency percentiles per API, bytes per client, problems by 
 table's, and the transactions' problems: hanging transactions, fenced producers still writing),
 authentication (connections per SASL mechanism and user: authenticated, failed, incomplete; TLS
 connections per server name and version offered, from the connections table), transactions per
-transactional id (``transactions``: begun, committed, aborted, open, mean and longest duration), and
-the fetch-limits check (KIP-74):
+transactional id (``transactions``: begun, committed, aborted, open, mean and longest duration), share
+groups per group and record (``shares``: members, acknowledgements, redeliveries, lock expiries,
+records archived), and the fetch-limits check (KIP-74):
 
 - a fetch response whose record bytes exceed ``max(MaxBytes, first batch)``, where the first batch
   is the first batch of the first partition that returned data (the one overshoot KIP-74 allows);

@@ -61,7 +61,8 @@ def share_view(acquisitions: Iterable[dict], acknowledgements: Iterable[dict], e
     ``acknowledgements`` (the types that took effect, in order), ``redeliveries`` (acquisitions with a
     delivery count above 1), ``lock_expiries``, ``state`` at the capture's end and ``archived``
     (``rejected``, ``delivery_limit`` or None). groups: one per group, the records' sums."""
-    events, problems = [], []
+    events: list[tuple] = []
+    problems: list[dict] = []
     for row in acquisitions:
         if _wide(row, problems, "acquired"):
             continue
