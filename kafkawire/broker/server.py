@@ -20,6 +20,7 @@ from .network.connection import Connection
 from .network.connection_limits import ConnectionLimits, descriptor_budget
 from .network.faults import Faults
 from .groups import GroupCoordinator
+from .groups.group_configs import GROUP_CONFIG_FILE_NAME, GroupConfigs
 from .dispatch.handlers import Handlers
 from .network.listeners import Listener
 from .metrics import BrokerMetrics
@@ -110,7 +111,8 @@ class Broker:
                                        topic_metadata=self._topic_metadata,
                                        consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
                                        consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
-                                       consumer_assignors=self.config.consumer_assignors)
+                                       consumer_assignors=self.config.consumer_assignors,
+                                       configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
 
     def _build_security(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)

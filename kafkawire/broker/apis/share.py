@@ -26,6 +26,7 @@ from ...error_codes import ErrorCode
 from ..fetch.reads import DelayedFetch, PartitionRead
 from ..fetch.sessions import SessionPartition
 from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
+from ..groups.group_configs import GroupConfigs
 from ..groups.share import ShareGroups, SharePartitions, ShareSessions, ShareSettings, ShareStateStore
 from ..groups.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
 from ..groups.share.partition import AcquiredRange, SharePartition
@@ -68,10 +69,8 @@ class ShareApis:
     def __init__(self, state: BrokerState, shared: ShareApis | None = None):
         self.state = state
         config = state.config
-        self.settings = ShareSettings(config.group_share_record_lock_duration_ms,
-                                      config.group_share_delivery_count_limit,
-                                      config.group_share_partition_max_record_locks,
-                                      config.share_auto_offset_reset)
+        # the groups' own configs (GROUP resources), else the broker's settings
+        self.configs = state.groups.configs if state.groups.configs is not None else GroupConfigs(config)
         self._sweeper: asyncio.Task | None = None
         self.groups: ShareGroups
         self.sessions: ShareSessions
@@ -82,8 +81,10 @@ class ShareApis:
         self.partitions = SharePartitions(ShareStateStore(config.data_dir), self.settings, time.monotonic)
         self.partitions.load()
         self.sessions = ShareSessions(config.group_share_max_share_sessions)
-        self.groups = ShareGroups(self._topic_metadata, session_timeout_ms=config.group_share_session_timeout_ms,
-                                  heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        value = self.configs.value
+        self.groups = ShareGroups(self._topic_metadata,
+                                  session_timeout_ms=lambda group_id: value(group_id, "share.session.timeout.ms"),
+                                  heartbeat_interval_ms=lambda group_id: value(group_id, "share.heartbeat.interval.ms"),
                                   clock=time.monotonic, other_group=self.is_other_group)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
@@ -91,6 +92,16 @@ class ShareApis:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self.partitions.close()
+
+    def settings(self, group_id: str) -> ShareSettings:
+        """The group's share settings: its group configs, else the broker's."""
+        value = self.configs.value
+        return ShareSettings(value(group_id, "share.record.lock.duration.ms"),
+                             value(group_id, "share.delivery.count.limit"),
+                             value(group_id, "share.partition.max.record.locks"),
+                             value(group_id, "share.auto.offset.reset"),
+                             value(group_id, "share.isolation.level"),
+                             value(group_id, "share.renew.acknowledge.enable"))
 
     # ---- housekeeping -------------------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:
@@ -122,8 +133,9 @@ class ShareApis:
                     self._member_left(group_id, member_id)
                 # a member that left without closing its session (a leave heartbeat is answered before
                 # the final acknowledgement, which may come on another connection) keeps it a while
-                idle = time.monotonic() - self.groups.session_timeout_ms / 1000
-                for group_id, member_id in self.sessions.idle_since(idle):
+                now = time.monotonic()
+                for group_id, member_id in self.sessions.idle_since(
+                        lambda group_id: now - self.groups.session_timeout_ms(group_id) / 1000):
                     if not self.groups.is_member(group_id, member_id):
                         self._member_left(group_id, member_id)
                 self._wake(self.partitions.expire())
@@ -144,7 +156,8 @@ class ShareApis:
                 Response.TopicPartitions(topic_id=topic_id, partitions=partitions)
                 for topic_id, _, partitions in self._by_id(result.assignment)])
         return Response(error_code=result.error, error_message=result.message, member_id=result.member_id,
-                        member_epoch=result.member_epoch, heartbeat_interval_ms=self.groups.heartbeat_interval_ms,
+                        member_epoch=result.member_epoch,
+                        heartbeat_interval_ms=self.groups.heartbeat_interval_ms(request.group_id),
                         assignment=assignment)
 
     async def describe(self, request, version: int, context: RequestContext):
@@ -201,7 +214,8 @@ class ShareApis:
     # ---- ShareAcknowledge ---------------------------------------------------------------------------
     async def share_acknowledge(self, request, version: int, context: RequestContext):
         Response = m.ShareAcknowledgeResponse
-        lock_ms = self.settings.record_lock_duration_ms
+        settings = self.settings(request.group_id)
+        lock_ms = settings.record_lock_duration_ms
         error = self._request_error(request, context)
         if error is None:
             try:
@@ -211,7 +225,7 @@ class ShareApis:
         if error is not None:
             return Response(error_code=error, acquisition_lock_timeout_ms=lock_ms)
         results: dict[tuple[uuid.UUID, int], _PartitionResult] = {}
-        renew = version >= 2 and request.is_renew_ack
+        renew = version >= 2 and request.is_renew_ack and settings.renew_enabled  # RENEW accepted
         for topic in request.topics:
             for partition in topic.partitions:
                 key = (topic.topic_id, partition.partition_index)
@@ -254,7 +268,8 @@ class ShareApis:
     # ---- ShareFetch ---------------------------------------------------------------------------------
     async def share_fetch(self, request, version: int, context: RequestContext):
         Response = m.ShareFetchResponse
-        lock_ms = self.settings.record_lock_duration_ms
+        settings = self.settings(request.group_id)
+        lock_ms = settings.record_lock_duration_ms
         error = self._request_error(request, context)
         if error is not None:
             return Response(error_code=error, acquisition_lock_timeout_ms=lock_ms)
@@ -273,14 +288,14 @@ class ShareApis:
                                                   forgotten, bool(acknowledgements))
         except SessionError as refused:
             return Response(error_code=refused.code, acquisition_lock_timeout_ms=lock_ms)
-        renew = version >= 2 and request.is_renew_ack
+        renew_only = version >= 2 and request.is_renew_ack
         results: dict[tuple[uuid.UUID, int], _PartitionResult] = {}
         for key, batches in acknowledgements.items():
             results[key] = _PartitionResult(acknowledge_error=self._acknowledge(
-                context, group_id, member_id, key, batches, renew))
+                context, group_id, member_id, key, batches, renew_only and settings.renew_enabled))
         if session is None:
             self._member_left(group_id, member_id)  # the final fetch: acknowledgements only
-        elif not renew:
+        elif not renew_only:
             full = request.share_session_epoch == 0
             candidates = self._candidates(context, group_id, list(session.partitions), results, full)
             await self._fetch(request, member_id, candidates, results)
@@ -317,7 +332,7 @@ class ShareApis:
                 continue
             assert name is not None and partition_log is not None
             key = (group_id, topic_id, partition)
-            share = self.partitions.get(key, partition_log.log_start_offset, partition_log.high_watermark)
+            share = self.partitions.get(key, _bounds(partition_log))
             candidates.append(_Candidate(key, name, partition, partition_log, share))
         return candidates
 
@@ -392,6 +407,14 @@ def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int) -> int:
         except OffsetOutOfRange:
             total += 1  # the share partition must move: answer now
     return total
+
+
+def _bounds(partition_log: PartitionLog):
+    """Where a new share partition of this log may start: its start, its end, or at a time."""
+    def offset_at(timestamp_ms: int) -> int | None:
+        found = partition_log.offset_for_timestamp(timestamp_ms)
+        return None if found is None else found.offset
+    return partition_log.log_start_offset, partition_log.high_watermark, offset_at
 
 
 def _batches(data: bytes) -> list[tuple[int, int, int, int]]:

@@ -53,13 +53,16 @@ class HeartbeatResult:
 
 class ConsumerGroupCoordinator:
     """``topics()`` gives the cluster's topics: name -> (topic id, partition count); ``classic_in_use(group)``
-    whether a classic group of that id has members, ``drop_classic(group)`` forgets an empty one."""
+    whether a classic group of that id has members, ``drop_classic(group)`` forgets an empty one;
+    ``group_setting(group, name)``, if given, the group's own consumer.session.timeout.ms and
+    consumer.heartbeat.interval.ms (its group configs), the broker's otherwise."""
 
     def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
                  heartbeat_interval_ms: int, assignors: tuple[str, ...], clock: Callable[[], float],
                  classic_in_use: Callable[[str], bool] = lambda group_id: False,
                  drop_classic: Callable[[str], None] = lambda group_id: None,
-                 store: ConsumerGroupStore | None = None):
+                 store: ConsumerGroupStore | None = None,
+                 group_setting: Callable[[str, str], int] | None = None):
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor {unknown or assignors}")
@@ -71,7 +74,18 @@ class ConsumerGroupCoordinator:
         self.classic_in_use = classic_in_use
         self.drop_classic = drop_classic
         self.store = store
+        self.group_setting = group_setting
         self.groups: dict[str, ConsumerGroup] = {}
+
+    def _session_timeout_ms(self, group_id: str) -> int:
+        if self.group_setting is None:
+            return self.session_timeout_ms
+        return self.group_setting(group_id, "consumer.session.timeout.ms")
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        if self.group_setting is None:
+            return self.heartbeat_interval_ms
+        return self.group_setting(group_id, "consumer.heartbeat.interval.ms")
 
     # ---- durability -------------------------------------------------------------------------------
     def load(self) -> None:
@@ -114,7 +128,8 @@ class ConsumerGroupCoordinator:
         """Session (and revocation) deadlines for the group's members, those in ``sessions`` and
         ``rebalances`` kept."""
         for member_id, member in group.members.items():
-            group.session_deadlines[member_id] = sessions.get(member_id, now + self.session_timeout_ms / 1000)
+            timeout_s = self._session_timeout_ms(group.group_id) / 1000
+            group.session_deadlines[member_id] = sessions.get(member_id, now + timeout_s)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 group.rebalance_deadlines[member_id] = rebalances.get(
                     member_id, now + max(member.rebalance_timeout_ms, 0) / 1000)
@@ -223,7 +238,7 @@ class ConsumerGroupCoordinator:
         reconciled = reconcile(updated, group.assignment_epoch, group.target.get(member_id, {}), group.owners, owned)
         group.put(reconciled)
         now = self.clock()
-        group.session_deadlines[member_id] = now + self.session_timeout_ms / 1000
+        group.session_deadlines[member_id] = now + self._session_timeout_ms(group.group_id) / 1000
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if reconciled != updated or member_id not in group.rebalance_deadlines:
                 group.rebalance_deadlines[member_id] = now + max(reconciled.rebalance_timeout_ms, 0) / 1000
@@ -233,7 +248,7 @@ class ConsumerGroupCoordinator:
                               and request.topic_partitions is not None)
         changed = reconciled.assigned != member.assigned
         return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.heartbeat_interval_ms,
+                               heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
                                assignment=reconciled.assigned if full or changed else None)
 
     def _member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id, owned) -> Member:
