@@ -33,7 +33,7 @@ from ..groups.share.partition import AcquiredRange, SharePartition
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ..security.acls import Operation, ResourceType
-from ..storage import OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage import LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
 from .state import BrokerState, RequestContext
 
 __all__ = ["ShareApis"]
@@ -44,6 +44,9 @@ _SWEEP_INTERVAL_S = 0.1  # how often session timeouts and acquisition locks are 
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 _LOG_OVERHEAD = 12
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a v2 batch
+_PRODUCER_ID = struct.Struct(">q")  # at byte 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 @dataclass
@@ -298,7 +301,7 @@ class ShareApis:
         elif not renew_only:
             full = request.share_session_epoch == 0
             candidates = self._candidates(context, group_id, list(session.partitions), results, full)
-            await self._fetch(request, member_id, candidates, results)
+            await self._fetch(request, member_id, candidates, results, settings.isolation_level == "read_committed")
         return Response(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
             Response.ShareFetchableTopicResponse(topic_id=topic_id, partitions=[
                 Response.PartitionData(
@@ -336,11 +339,13 @@ class ShareApis:
             candidates.append(_Candidate(key, name, partition, partition_log, share))
         return candidates
 
-    async def _fetch(self, request, member_id: str, candidates: list[_Candidate], results: dict) -> None:
+    async def _fetch(self, request, member_id: str, candidates: list[_Candidate], results: dict,
+                     read_committed: bool) -> None:
         max_bytes = min(max(request.max_bytes, 0), self.state.config.fetch_max_bytes)
         min_bytes = max(request.min_bytes, 1)  # waiting is for something to acquire
-        if request.max_wait_ms > 0 and candidates and _acquirable_bytes(candidates, max_bytes) < min_bytes:
-            await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes),
+        if (request.max_wait_ms > 0 and candidates
+                and _acquirable_bytes(candidates, max_bytes, read_committed) < min_bytes):
+            await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes, read_committed),
                                             request.max_wait_ms / 1000)
         records_left = request.max_records if request.max_records > 0 else 1
         batch_size = request.batch_size if request.batch_size > 0 else records_left
@@ -351,21 +356,24 @@ class ShareApis:
                 break
             share, partition_log = candidate.share, candidate.log
             offset = share.fetch_offset()
-            if offset >= partition_log.high_watermark or (offset == share.end_offset and not share.can_acquire_new()):
+            if offset >= _end(partition_log, read_committed) or (
+                    offset == share.end_offset and not share.can_acquire_new()):
                 continue
             try:
-                read = partition_log.read(offset, bytes_left, min_one_message)
-            except OffsetInRemoteTier:
-                continue  # share fetches are served from the local log only
+                read = await self._read(partition_log, offset, bytes_left, min_one_message, read_committed)
             except OffsetOutOfRange:
                 self.partitions.move_start(candidate.key, share, partition_log.log_start_offset)
+                continue
+            if read is None:
                 continue
             assert isinstance(read.records, bytes)  # read without as_file
             data = b"" if read.first_entry_incomplete else read.records
             batches = _batches(data)
+            # read_committed: the records of aborted transactions are archived, never handed out
+            aborted = _aborted_ranges(data, batches, read.aborted or []) if read_committed else []
             error, acquired = self.partitions.acquire(candidate.key, share, member_id,
                                                       [(base, last) for base, last, _, _ in batches],
-                                                      records_left, batch_size, mode)
+                                                      records_left, batch_size, mode, aborted)
             if not acquired and not error:
                 continue
             result = results.setdefault((candidate.key[1], candidate.partition), _PartitionResult())
@@ -379,23 +387,60 @@ class ShareApis:
             min_one_message = False
 
 
+    async def _read(self, partition_log: PartitionLog, offset: int, max_bytes: int, min_one_message: bool,
+                    read_committed: bool) -> LogRead | None:
+        """The log from ``offset``: local, or from the remote tier as a consumer fetch reads it (on a worker
+        thread, at most remote.fetch.max.wait.ms; None past it). Raises OffsetOutOfRange."""
+        bound = partition_log.last_stable_offset if read_committed else None
+        try:
+            read = partition_log.read(offset, max_bytes, min_one_message, bound)
+        except OffsetInRemoteTier:
+            pass
+        else:
+            start = read.fetch_offset_metadata
+            if read_committed and read.records and start is not None:
+                read.aborted = partition_log.aborted_transactions(offset, start.relative_position, len(read.records),
+                                                                  start.segment_base_offset)
+            return read
+
+        def remote_read() -> LogRead:
+            result = partition_log.read_remote(offset, max_bytes, min_one_message)
+            if read_committed and result.records:  # the remote tier lies below the last stable offset
+                upper = partition_log.offset_after_remote_segment(offset)
+                result.aborted = partition_log.aborted_transactions_from_remote(offset, upper)
+            return result
+
+        task = asyncio.ensure_future(asyncio.to_thread(remote_read))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.state.config.remote_fetch_max_wait_ms / 1000)
+        except TimeoutError:
+            log.info("remote read of %s at %d took longer than remote.fetch.max.wait.ms", partition_log.name, offset)
+            return None
+
+
 class _DelayedShareFetch(DelayedFetch):
     """A share fetch waiting until the records its partitions could hand out reach MinBytes."""
 
-    def __init__(self, candidates: list[_Candidate], min_bytes: int, max_bytes: int):
+    def __init__(self, candidates: list[_Candidate], min_bytes: int, max_bytes: int, read_committed: bool):
         reads = [PartitionRead(SessionPartition((c.topic, c.partition), c.share.fetch_offset(), max_bytes),
                                c.topic, c.partition, c.log) for c in candidates]
-        super().__init__(reads, min_bytes)
+        super().__init__(reads, min_bytes, read_committed)
         self.candidates = candidates
         self.max_bytes = max_bytes
 
     def try_complete(self) -> bool:
-        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes) >= self.min_bytes:
+        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes,
+                                                      self.read_committed) >= self.min_bytes:
             self.done.set_result(True)
         return self.done.done()
 
 
-def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int) -> int:
+def _end(partition_log: PartitionLog, read_committed: bool) -> int:
+    """Where share fetches stop: the high watermark, or the last stable offset for read_committed."""
+    return partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+
+
+def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int, read_committed: bool) -> int:
     """The log bytes from each partition's fetch offset, for partitions that could acquire now."""
     total = 0
     for c in candidates:
@@ -403,10 +448,31 @@ def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int) -> int:
         if offset == c.share.end_offset and not c.share.can_acquire_new():
             continue
         try:
-            total += c.log.bytes_available(offset, max_bytes)
+            total += c.log.bytes_available(offset, max_bytes, c.log.last_stable_offset if read_committed else None)
+        except OffsetInRemoteTier:
+            total += 1 if offset < _end(c.log, read_committed) else 0  # read from the remote tier: answer now
         except OffsetOutOfRange:
             total += 1  # the share partition must move: answer now
     return total
+
+
+def _aborted_ranges(data: bytes, batches: list[tuple[int, int, int, int]], aborted: list) -> list[tuple[int, int]]:
+    """The offsets of the batches of aborted transactions in ``data``, as a read_committed consumer finds
+    them: a producer's transactional batches from its aborted transaction's first offset up to its abort
+    marker (``aborted``: the AbortedTxn entries overlapping the read)."""
+    pending = sorted(aborted, key=lambda txn: txn.first_offset)
+    aborting: set[int] = set()
+    ranges = []
+    for base, last, start, _ in batches:
+        while pending and pending[0].first_offset <= last:
+            aborting.add(pending.pop(0).producer_id)
+        (attributes,) = _ATTRIBUTES.unpack_from(data, start + 21)
+        (producer_id,) = _PRODUCER_ID.unpack_from(data, start + 43)
+        if attributes & _CONTROL:
+            aborting.discard(producer_id)  # the abort marker closes the transaction
+        elif attributes & _TRANSACTIONAL and producer_id in aborting:
+            ranges.append((base, last))
+    return ranges
 
 
 def _bounds(partition_log: PartitionLog):

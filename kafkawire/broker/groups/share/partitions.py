@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ....error_codes import ErrorCode
@@ -139,10 +139,13 @@ class SharePartitions:
         return start, sum(last - first + 1 for first, last, state, _ in runs if state in _DONE_STATES)
 
     def acquire(self, key: ShareKey, partition: SharePartition, member: str, batches: list[tuple[int, int]],
-                max_records: int, batch_size: int, mode: int) -> tuple[int, list[AcquiredRange]]:
+                max_records: int, batch_size: int, mode: int,
+                aborted: Iterable[tuple[int, int]] = ()) -> tuple[int, list[AcquiredRange]]:
         before = partition.checkpoint()
-        acquired = partition.acquire(member, batches, max_records, batch_size, self.clock(), mode)
-        if acquired and not self._write(key, partition, before):
+        start, end = partition.start_offset, partition.end_offset
+        acquired = partition.acquire(member, batches, max_records, batch_size, self.clock(), mode, aborted)
+        changed = acquired or (start, end) != (partition.start_offset, partition.end_offset)
+        if changed and not self._write(key, partition, before):
             return ErrorCode.UNKNOWN_SERVER_ERROR, []
         return ErrorCode.NONE, acquired
 
