@@ -89,6 +89,9 @@ class ShareApis:
                                   session_timeout_ms=lambda group_id: value(group_id, "share.session.timeout.ms"),
                                   heartbeat_interval_ms=lambda group_id: value(group_id, "share.heartbeat.interval.ms"),
                                   clock=time.monotonic, other_group=self.is_other_group)
+        for group_id in self.partitions.group_ids():  # a share group with durable state exists, empty
+            self.groups.create(group_id)
+        state.groups.share_group = lambda group_id: group_id in self.groups.groups
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def close(self) -> None:
@@ -114,6 +117,19 @@ class ShareApis:
     def is_other_group(self, group_id: str) -> bool:
         """Whether the id is a classic or consumer group's."""
         return self.state.groups.group_state(group_id) != "Dead"
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else its share state goes
+        (written first), then the group."""
+        group = self.groups.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if not all([self.partitions.delete(key) for key in self.partitions.initialized(group_id)]):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self.groups.groups.pop(group_id, None)
+        for key in [key for key in self.sessions.sessions if key[0] == group_id]:
+            self.sessions.close(*key)
+        return ErrorCode.NONE
 
     def _member_left(self, group_id: str, member_id: str) -> None:
         """A member's share session ended (its final request, its session timeout, or idle after it left

@@ -55,14 +55,16 @@ class ConsumerGroupCoordinator:
     """``topics()`` gives the cluster's topics: name -> (topic id, partition count); ``classic_in_use(group)``
     whether a classic group of that id has members, ``drop_classic(group)`` forgets an empty one;
     ``group_setting(group, name)``, if given, the group's own consumer.session.timeout.ms and
-    consumer.heartbeat.interval.ms (its group configs), the broker's otherwise."""
+    consumer.heartbeat.interval.ms (its group configs), the broker's otherwise; ``share_group(group)``
+    whether the id is a share group's (refused)."""
 
     def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
                  heartbeat_interval_ms: int, assignors: tuple[str, ...], clock: Callable[[], float],
                  classic_in_use: Callable[[str], bool] = lambda group_id: False,
                  drop_classic: Callable[[str], None] = lambda group_id: None,
                  store: ConsumerGroupStore | None = None,
-                 group_setting: Callable[[str, str], int] | None = None):
+                 group_setting: Callable[[str, str], int] | None = None,
+                 share_group: Callable[[str], bool] = lambda group_id: False):
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor {unknown or assignors}")
@@ -75,6 +77,7 @@ class ConsumerGroupCoordinator:
         self.drop_classic = drop_classic
         self.store = store
         self.group_setting = group_setting
+        self.share_group = share_group
         self.groups: dict[str, ConsumerGroup] = {}
 
     def _session_timeout_ms(self, group_id: str) -> int:
@@ -196,6 +199,8 @@ class ConsumerGroupCoordinator:
         if self.classic_in_use(group_id):
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                              f"Group {group_id} is a classic group with members.")
+        if self.share_group(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         self.drop_classic(group_id)  # an empty classic group (offsets only) becomes a consumer group

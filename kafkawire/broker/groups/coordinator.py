@@ -86,6 +86,8 @@ class GroupCoordinator:
         self.partition_exists = partition_exists
         self.store = OffsetStore(self.data_dir, fsync=fsync)
         self.configs = configs
+        # whether a group id is a share group's (set by the share-group APIs): such ids are refused here
+        self.share_group: Callable[[str], bool] = lambda group_id: False
         self.groups: dict[str, _Group] = {}  # the classic groups
         # KIP-848 groups: the same ids and offsets, the other protocol (``topic_metadata()``: the
         # cluster's topics, name -> (topic id, partition count))
@@ -94,7 +96,8 @@ class GroupCoordinator:
             heartbeat_interval_ms=consumer_heartbeat_interval_ms, assignors=consumer_assignors,
             clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
             store=ConsumerGroupStore(self.data_dir, fsync=fsync),
-            group_setting=configs.value if configs is not None else None)
+            group_setting=configs.value if configs is not None else None,
+            share_group=lambda group_id: self.share_group(group_id))
         self.membership = ClassicMembership(self)
         self.offsets = GroupOffsets(self)
         self.active = False
@@ -212,6 +215,11 @@ class GroupCoordinator:
         if error is not None:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
         group = self.groups.get(group_id)
+        if group is None and self.share_group(group_id):  # as Kafka's classicGroup lookup refuses it
+            return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,
+                             error_message=f"Group {group_id} is not a classic group." if version >= 6 else None,
+                             group_id=group_id, group_state=DEAD.value, protocol_type="",
+                             protocol_data="", members=[], authorized_operations=operations)
         if group is None:
             # v6 says so (KIP-1043); before, an unknown group is described as Dead with no error
             return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,

@@ -180,11 +180,6 @@ class GroupConfigs:
         for listener in self._listeners:
             listener(group_id)
 
-    def forget(self, group_id: str) -> None:
-        """Drop a deleted group's overrides (Kafka deletes them with the group)."""
-        if group_id in self.overrides:
-            self.alter(group_id, lambda current: {}, validate_only=False)
-
     def _broker_value(self, key: _Key) -> Any:
         # the keys without a broker field are booleans (share.renew.acknowledge.enable)
         return getattr(self.broker, key.field) if key.field is not None else key.default == "true"

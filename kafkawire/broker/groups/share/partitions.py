@@ -122,6 +122,10 @@ class SharePartitions:
         self.partitions.pop(key, None)
         return True
 
+    def group_ids(self) -> set[str]:
+        """The groups with share-partition state."""
+        return {key[0] for key in (*self.partitions, *self._stored)}
+
     def initialized(self, group_id: str) -> list[ShareKey]:
         """The group's share partitions that have a state (fetched since, or stored)."""
         return sorted((key for key in (*self.partitions, *self._stored) if key[0] == group_id),
