@@ -44,6 +44,7 @@ _SWEEP_INTERVAL_S = 0.1  # how often session timeouts and acquisition locks are 
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 _LOG_OVERHEAD = 12
+_NO_LEADER = (-1, -1)
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a v2 batch
 _PRODUCER_ID = struct.Struct(">q")  # at byte 43
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
@@ -253,10 +254,14 @@ class ShareApis:
                 results[key] = _PartitionResult(error=code)
         if request.share_session_epoch == FINAL_EPOCH:
             self._member_left(request.group_id, request.member_id)
+        leaders = self._leaders(results)
         return Response(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
             Response.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=[
-                Response.PartitionData(partition_index=p, error_code=result.error) for p, result in partitions])
-            for topic_id, partitions in _by_topic(results)])
+                Response.PartitionData(partition_index=p, error_code=result.error,
+                                       current_leader=_leader(Response, leaders, topic_id, p))
+                for p, result in partitions])
+            for topic_id, partitions in _by_topic(results)],
+            node_endpoints=self._endpoints(Response.NodeEndpoint, leaders, context) if version >= 1 else [])
 
     def _request_error(self, request, context: RequestContext) -> int | None:
         if not request.group_id:
@@ -277,6 +282,10 @@ class ShareApis:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if self.state.topics.log(name, partition) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.state.view.leads_everything:  # acknowledged at the partition's leader
+            code = self.state.view.leader_error(name, partition)
+            if code:
+                return code
         share_key = (group_id, topic_id, partition)
         code = self.partitions.acknowledge(share_key, member_id, [
             (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches], renew)
@@ -318,17 +327,40 @@ class ShareApis:
             full = request.share_session_epoch == 0
             candidates = self._candidates(context, group_id, list(session.partitions), results, full)
             await self._fetch(request, member_id, candidates, results, settings.isolation_level == "read_committed")
+        leaders = self._leaders(results)
         return Response(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
             Response.ShareFetchableTopicResponse(topic_id=topic_id, partitions=[
                 Response.PartitionData(
                     partition_index=p, error_code=result.error,
                     acknowledge_error_code=result.acknowledge_error or ErrorCode.NONE,
-                    current_leader=Response.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    current_leader=_leader(Response, leaders, topic_id, p),
                     records=result.records,
                     acquired_records=[Response.AcquiredRecords(first_offset=r.first_offset, last_offset=r.last_offset,
                                                                delivery_count=r.delivery_count) for r in result.acquired])
                 for p, result in partitions])
-            for topic_id, partitions in _by_topic(results)])
+            for topic_id, partitions in _by_topic(results)],
+            node_endpoints=self._endpoints(Response.NodeEndpoint, leaders, context) if version >= 1 else [])
+
+    def _leaders(self, results: dict[tuple[uuid.UUID, int], _PartitionResult]) -> dict:
+        """(topic id, partition) -> (leader, leader epoch) of the partitions answered NOT_LEADER_OR_FOLLOWER
+        (KIP-951's leader discovery, as Kafka's share fetch gives it)."""
+        leaders = {}
+        for (topic_id, partition), result in results.items():
+            if ErrorCode.NOT_LEADER_OR_FOLLOWER in (result.error, result.acknowledge_error):
+                name = self.state.topic_name(topic_id)
+                if name is not None:
+                    info = self.state.view.partition(name, partition)
+                    leaders[(topic_id, partition)] = (info.leader, info.leader_epoch)
+        return leaders
+
+    def _endpoints(self, Endpoint, leaders: dict, context: RequestContext) -> list:
+        """The listener's addresses of the leaders named in ``leaders``."""
+        if not leaders:
+            return []
+        wanted = {leader for leader, _ in leaders.values()}
+        return [Endpoint(node_id=node.node_id, host=node.host, port=node.port)
+                for node in self.state.view.brokers(context.listener.name, context.advertised)
+                if node.node_id in wanted]
 
     def _candidates(self, context: RequestContext, group_id: str, partitions: list[tuple[uuid.UUID, int]],
                     results: dict, full: bool) -> list[_Candidate]:
@@ -338,13 +370,15 @@ class ShareApis:
         for topic_id, partition in partitions:
             name = self.state.topic_name(topic_id)
             partition_log = self.state.topics.log(name, partition) if name is not None else None
-            error = ErrorCode.NONE
+            error: int = ErrorCode.NONE
             if name is None:
                 error = ErrorCode.UNKNOWN_TOPIC_ID
             elif not self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name):
                 error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif partition_log is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not self.state.view.leads_everything:  # fetched from the partition's leader
+                error = self.state.view.leader_error(name, partition)
             if error or full:
                 results.setdefault((topic_id, partition), _PartitionResult()).error = error
             if error:
@@ -519,6 +553,11 @@ def _covering(data: bytes, batches: list[tuple[int, int, int, int]], acquired: l
     first, last = acquired[0].first_offset, acquired[-1].last_offset
     spans = [(start, end) for base, last_offset, start, end in batches if last_offset >= first and base <= last]
     return data[spans[0][0]:spans[-1][1]] if spans else b""
+
+
+def _leader(Response, leaders: dict, topic_id: uuid.UUID, partition: int):
+    leader, epoch = leaders.get((topic_id, partition), _NO_LEADER)
+    return Response.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
 
 
 def _by_topic(results: dict[tuple[uuid.UUID, int], _PartitionResult]):
