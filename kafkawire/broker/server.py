@@ -158,6 +158,11 @@ class Broker:
         if self.metrics is not None:
             assert self.config.metrics_port is not None
             self.metrics.parked_fetches.set_function(lambda: len(self.handlers.purgatory) if self.handlers else 0)
+            groups = self.groups
+            self.metrics.group_count.labels("classic").set_function(lambda: len(groups.groups))
+            self.metrics.group_count.labels("consumer").set_function(lambda: len(groups.consumer.groups))
+            self.metrics.group_count.labels("share").set_function(
+                lambda: len(self.handlers.share.groups.groups) if self.handlers else 0)
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         if self.over is not None:  # the housekeeping of shared state is the other broker's
             log.info("kafkawire broker node %d listening on %s", self.config.node_id, self.bootstrap)

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..fetch.reads import DelayedFetch, PartitionRead
+from ..metrics import BrokerMetrics
 from ..fetch.sessions import SessionPartition
 from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
 from ..groups.group_configs import GroupConfigs
 from ..groups.share import ShareGroups, SharePartitions, ShareSessions, ShareSettings, ShareStateStore
 from ..groups.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
-from ..groups.share.partition import AcquiredRange, SharePartition
+from ..groups.share.partition import AcknowledgeType, AcquiredRange, SharePartition
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ..security.acls import Operation, ResourceType
@@ -70,8 +71,9 @@ class _Candidate:
 class ShareApis:
     """``shared``: another node's share APIs, whose state this node serves too (an in-process cluster)."""
 
-    def __init__(self, state: BrokerState, shared: ShareApis | None = None):
+    def __init__(self, state: BrokerState, shared: ShareApis | None = None, metrics: BrokerMetrics | None = None):
         self.state = state
+        self.metrics = metrics
         config = state.config
         # the groups' own configs (GROUP resources), else the broker's settings
         self.configs = state.groups.configs if state.groups.configs is not None else GroupConfigs(config)
@@ -291,6 +293,8 @@ class ShareApis:
             (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches], renew)
         if code == ErrorCode.NONE:
             self._wake([share_key])  # released records may be fetched by others now
+            if self.metrics is not None:
+                _count_acknowledgements(self.metrics, batches)
         return code
 
     # ---- ShareFetch ---------------------------------------------------------------------------------
@@ -553,6 +557,22 @@ def _covering(data: bytes, batches: list[tuple[int, int, int, int]], acquired: l
     first, last = acquired[0].first_offset, acquired[-1].last_offset
     spans = [(start, end) for base, last_offset, start, end in batches if last_offset >= first and base <= last]
     return data[spans[0][0]:spans[-1][1]] if spans else b""
+
+
+_ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Release",
+                   AcknowledgeType.REJECT: "Reject", AcknowledgeType.RENEW: "Renew"}  # Kafka's ackType tags
+
+
+def _count_acknowledgements(metrics: BrokerMetrics, batches) -> None:
+    """Records acknowledged, by type (gaps are not acknowledgements of records)."""
+    for batch in batches:
+        types = list(batch.acknowledge_types)
+        counts = ([(types[0], batch.last_offset - batch.first_offset + 1)] if len(types) == 1
+                  else [(kind, 1) for kind in types])
+        for kind, count in counts:
+            name = _ACK_TYPE_NAMES.get(kind)
+            if name is not None:
+                metrics.share_acknowledgements.labels(name).inc(count)
 
 
 def _leader(Response, leaders: dict, topic_id: uuid.UUID, partition: int):

@@ -96,7 +96,7 @@ class Handlers:
         configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
         telemetry = TelemetryApis(self.state, self.client_metrics)
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are
-        self.share = ShareApis(self.state, shared.share if shared is not None else None)
+        self.share = ShareApis(self.state, shared.share if shared is not None else None, metrics)
         group_admin = GroupAdminApis(self.state, self.share)
         share_offsets = ShareOffsetApis(self.state, self.share)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
