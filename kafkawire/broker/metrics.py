@@ -47,6 +47,12 @@ class BrokerMetrics:
                                  "Partitions whose fetch stopped short of the data there (KIP-74)", ["limit"],
                                  registry=registry)
         self.parked_fetches = Gauge("kafkawire_fetch_parked", "Fetches waiting for MinBytes", registry=registry)
+        # share groups: Kafka's ShareGroupMetrics meter, and the group coordinator's group count
+        self.share_acknowledgements = Counter("kafka_server_sharegroupmetrics_record_acknowledgements",
+                                              "Records acknowledged by share consumers", ["ackType"],
+                                              registry=registry)
+        self.group_count = Gauge("kafka_server_group_coordinator_metrics_group_count", "Groups, by protocol",
+                                 ["protocol"], registry=registry)
         self._server: Any = None  # prometheus_client's WSGI server, once serving
 
     def serve(self, port: int, host: str = "") -> int:

@@ -20,6 +20,7 @@ from .network.connection import Connection
 from .network.connection_limits import ConnectionLimits, descriptor_budget
 from .network.faults import Faults
 from .groups import GroupCoordinator
+from .groups.group_configs import GROUP_CONFIG_FILE_NAME, GroupConfigs
 from .dispatch.handlers import Handlers
 from .network.listeners import Listener
 from .metrics import BrokerMetrics
@@ -110,7 +111,8 @@ class Broker:
                                        topic_metadata=self._topic_metadata,
                                        consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
                                        consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
-                                       consumer_assignors=self.config.consumer_assignors)
+                                       consumer_assignors=self.config.consumer_assignors,
+                                       configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
 
     def _build_security(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,11 @@ class Broker:
         if self.metrics is not None:
             assert self.config.metrics_port is not None
             self.metrics.parked_fetches.set_function(lambda: len(self.handlers.purgatory) if self.handlers else 0)
+            groups = self.groups
+            self.metrics.group_count.labels("classic").set_function(lambda: len(groups.groups))
+            self.metrics.group_count.labels("consumer").set_function(lambda: len(groups.consumer.groups))
+            self.metrics.group_count.labels("share").set_function(
+                lambda: len(self.handlers.share.groups.groups) if self.handlers else 0)
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         if self.over is not None:  # the housekeeping of shared state is the other broker's
             log.info("kafkawire broker node %d listening on %s", self.config.node_id, self.bootstrap)

@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 
 from kafkawire import messages as m
+from kafkawire.records import RecordBatchBuilder
 
 from support.broker_harness import BrokerThread, RawClient
 from support.broker_wire import batch_of, create_topic, fetch, produce
@@ -64,3 +65,37 @@ def test_the_request_log_has_a_line_per_request(broker, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "kafkawire.broker.requests"]
     assert any(line.startswith("ApiVersions v3 from log-me (127.0.0.1) in ") for line in lines)
     assert any(line.startswith("FindCoordinator v3 from log-me") and line.endswith("error 42") for line in lines)
+
+
+def test_share_acknowledgements_and_groups_are_counted(broker):
+    with RawClient(broker.port) as client:
+        create_topic(client, "shared-counted", 1)
+        builder = RecordBatchBuilder()
+        for i in range(4):
+            builder.append(f"v{i}".encode())
+        assert produce(client, "shared-counted", 0, builder.build()).error_code == 0
+        topic_id = broker.broker.topics.get("shared-counted").topic_id
+        group = "counted-share"
+        client.request(m.AlterShareGroupOffsetsRequest(group_id=group, topics=[
+            m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(topic_name="shared-counted", partitions=[
+                m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                                                       start_offset=0)])]), 0)
+        Request = m.ShareFetchRequest
+
+        def share_fetch(epoch, acks=()):
+            batches = [Request.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=t)
+                       for f, last, t in acks]
+            return client.request(Request(group_id=group, member_id="m1", share_session_epoch=epoch, max_wait_ms=0,
+                                          min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10, topics=[
+                                              Request.FetchTopic(topic_id=topic_id, partitions=[Request.FetchPartition(
+                                                  partition_index=0, acknowledgement_batches=batches)])]), 1)
+
+        acquired = share_fetch(0).responses[0].partitions[0].acquired_records
+        assert [(a.first_offset, a.last_offset) for a in acquired] == [(0, 3)]
+        acked = share_fetch(1, [(0, 1, [1]), (2, 3, [2, 3])])  # ACCEPT 0-1, RELEASE 2, REJECT 3
+        assert acked.responses[0].partitions[0].acknowledge_error_code == 0
+        samples = scrape(broker)
+    assert samples['kafka_server_sharegroupmetrics_record_acknowledgements_total{ackType="Accept"}'] == 2
+    assert samples['kafka_server_sharegroupmetrics_record_acknowledgements_total{ackType="Release"}'] == 1
+    assert samples['kafka_server_sharegroupmetrics_record_acknowledgements_total{ackType="Reject"}'] == 1
+    assert samples['kafka_server_group_coordinator_metrics_group_count{protocol="share"}'] == 1

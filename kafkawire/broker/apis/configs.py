@@ -1,5 +1,6 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker (``config.topic_configs``),
-the broker's loggers (``config.loggers``) and client metrics subscriptions (``client_metrics``): sources and synonyms as Kafka's ConfigHelper
+the broker's loggers (``config.loggers``), client metrics subscriptions (``client_metrics``) and groups
+(``groups.group_configs``): sources and synonyms as Kafka's ConfigHelper
 reports them; changes checked, saved and applied to the running logs; ``validate_only`` checks and
 changes nothing."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..config.loggers import LoggerError, alter_logger_levels, logger_levels
 from ..client_metrics import ClientMetrics, SubscriptionError
+from ..groups.group_configs import GroupConfigError, GroupConfigs
 from ..security.acls import Operation, ResourceType
 from ..config.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
 from ..topics import TopicError
@@ -15,7 +17,7 @@ from .state import BrokerState, RequestContext
 
 __all__ = ["ConfigApis"]
 
-_TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS = 2, 4, 8, 16
+_TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS, _GROUP = 2, 4, 8, 16, 32
 _DYNAMIC_BROKER_LOGGER_CONFIG, _CLIENT_METRICS_CONFIG = 6, 7  # ConfigSource
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 
@@ -33,6 +35,8 @@ class ConfigApis:
         self.client_metrics = client_metrics
         self.config = state.config
         self.topics = state.topics
+        self.group_configs: GroupConfigs = (state.groups.configs if state.groups.configs is not None
+                                            else GroupConfigs(state.config))
 
     # ---- DescribeConfigs ------------------------------------------------------------------------
     async def describe_configs(self, request: m.DescribeConfigsRequest, version: int,
@@ -47,7 +51,7 @@ class ConfigApis:
                 entries = self._describe(resource)
                 keys = resource.configuration_keys
                 result.configs = [_entry(e, synonyms) for e in entries if not keys or e.name in keys]
-            except _Refused as refused:
+            except (_Refused, GroupConfigError) as refused:
                 result.error_code, result.error_message = refused.code, refused.message
             results.append(result)
         return m.DescribeConfigsResponse(results=results)
@@ -69,6 +73,9 @@ class ConfigApis:
         if resource.resource_type == _BROKER_LOGGER:
             self._broker_logger_resource(resource.resource_name)
             return [ConfigEntry(name, level, _DYNAMIC_BROKER_LOGGER_CONFIG, [], 0) for name, level in logger_levels()]
+        if resource.resource_type == _GROUP:
+            return [ConfigEntry(e.name, e.value, e.source, e.synonyms, e.kind)
+                    for e in self.group_configs.describe(resource.resource_name)]
         return configs.describe_broker(per_broker=self._broker_resource(resource.resource_name))
 
     # ---- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
@@ -101,7 +108,7 @@ class ConfigApis:
                 self._apply(resource, new_values, request.validate_only)
             except _Refused as refused:
                 response.error_code, response.error_message = refused.code, refused.message
-            except (ConfigError, TopicError, SubscriptionError, LoggerError) as failure:
+            except (ConfigError, TopicError, SubscriptionError, LoggerError, GroupConfigError) as failure:
                 response.error_code, response.error_message = failure.code, failure.message
             responses.append(response)
         return responses
@@ -125,6 +132,13 @@ class ConfigApis:
                                                           "use IncrementalAlterConfigs")
             alter_logger_levels([(c.config_operation, c.name, c.value) for c in resource.configs], validate_only)
             return
+        if resource.resource_type == _GROUP:
+            try:
+                self.group_configs.alter(resource.resource_name, lambda current: new_values(resource, current),
+                                         validate_only)
+            except OSError as exc:
+                raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, f"Could not write the group configs: {exc}") from None
+            return
         if resource.resource_type == _CLIENT_METRICS:
             current = self.client_metrics.subscriptions.get(resource.resource_name, {})
             values = new_values(resource, current)
@@ -139,10 +153,13 @@ class ConfigApis:
 
     # ---- shared -----------------------------------------------------------------------------------
     def _authorize(self, context: RequestContext, resource, operation: Operation) -> None:
-        """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic, or on the cluster for the broker."""
+        """ALTER_CONFIGS / DESCRIBE_CONFIGS on the topic or group, or on the cluster for the broker."""
         if resource.resource_type == _TOPIC:
             if not self.state.allowed(context, operation, ResourceType.TOPIC, resource.resource_name):
                 raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        elif resource.resource_type == _GROUP:
+            if not self.state.allowed(context, operation, ResourceType.GROUP, resource.resource_name):
+                raise _Refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
         elif resource.resource_type in (_BROKER, _BROKER_LOGGER, _CLIENT_METRICS):
             if not self.state.allowed(context, operation, ResourceType.CLUSTER, "kafka-cluster"):
                 raise _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")

@@ -1,25 +1,30 @@
-"""DeleteGroups and OffsetDelete (``broker.groups.deletion``), authorized as Kafka's KafkaApis does:
-DELETE on each group; for OffsetDelete also READ on each topic, whose partitions must exist."""
+"""DeleteGroups and OffsetDelete (``broker.groups.deletion``; share groups by ``apis.share``), authorized
+as Kafka's KafkaApis does: DELETE on each group; for OffsetDelete also READ on each topic, whose
+partitions must exist."""
 from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.deletion import delete_groups, delete_offsets
 from ..security.acls import Operation, ResourceType
+from .share import ShareApis
 from .state import BrokerState, RequestContext
 
 __all__ = ["GroupAdminApis"]
 
 
 class GroupAdminApis:
-    def __init__(self, state: BrokerState):
+    def __init__(self, state: BrokerState, share: ShareApis):
         self.state = state
+        self.share = share
 
     async def delete_groups(self, request: m.DeleteGroupsRequest, version: int,
                             context: RequestContext) -> m.DeleteGroupsResponse:
         allowed = [g for g in request.groups_names
                    if self.state.allowed(context, Operation.DELETE, ResourceType.GROUP, g)]
-        errors = dict(delete_groups(self.state.groups, list(dict.fromkeys(allowed))))
+        allowed = list(dict.fromkeys(allowed))
+        errors = {g: self.share.delete_group(g) for g in allowed if g in self.share.groups.groups}
+        errors.update(delete_groups(self.state.groups, [g for g in allowed if g not in errors]))
         return m.DeleteGroupsResponse(results=[m.DeleteGroupsResponse.DeletableGroupResult(
             group_id=g, error_code=errors.get(g, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             for g in dict.fromkeys(request.groups_names)])

@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..fetch.reads import DelayedFetch, PartitionRead
+from ..metrics import BrokerMetrics
 from ..fetch.sessions import SessionPartition
 from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
+from ..groups.group_configs import GroupConfigs
 from ..groups.share import ShareGroups, SharePartitions, ShareSessions, ShareSettings, ShareStateStore
 from ..groups.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
-from ..groups.share.partition import AcquiredRange, SharePartition
+from ..groups.share.partition import AcknowledgeType, AcquiredRange, SharePartition
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ..security.acls import Operation, ResourceType
-from ..storage import OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage import LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
 from .state import BrokerState, RequestContext
 
 __all__ = ["ShareApis"]
@@ -43,6 +45,10 @@ _SWEEP_INTERVAL_S = 0.1  # how often session timeouts and acquisition locks are 
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 _LOG_OVERHEAD = 12
+_NO_LEADER = (-1, -1)
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a v2 batch
+_PRODUCER_ID = struct.Struct(">q")  # at byte 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 @dataclass
@@ -65,13 +71,12 @@ class _Candidate:
 class ShareApis:
     """``shared``: another node's share APIs, whose state this node serves too (an in-process cluster)."""
 
-    def __init__(self, state: BrokerState, shared: ShareApis | None = None):
+    def __init__(self, state: BrokerState, shared: ShareApis | None = None, metrics: BrokerMetrics | None = None):
         self.state = state
+        self.metrics = metrics
         config = state.config
-        self.settings = ShareSettings(config.group_share_record_lock_duration_ms,
-                                      config.group_share_delivery_count_limit,
-                                      config.group_share_partition_max_record_locks,
-                                      config.share_auto_offset_reset)
+        # the groups' own configs (GROUP resources), else the broker's settings
+        self.configs = state.groups.configs if state.groups.configs is not None else GroupConfigs(config)
         self._sweeper: asyncio.Task | None = None
         self.groups: ShareGroups
         self.sessions: ShareSessions
@@ -82,15 +87,30 @@ class ShareApis:
         self.partitions = SharePartitions(ShareStateStore(config.data_dir), self.settings, time.monotonic)
         self.partitions.load()
         self.sessions = ShareSessions(config.group_share_max_share_sessions)
-        self.groups = ShareGroups(self._topic_metadata, session_timeout_ms=config.group_share_session_timeout_ms,
-                                  heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        value = self.configs.value
+        self.groups = ShareGroups(self._topic_metadata,
+                                  session_timeout_ms=lambda group_id: value(group_id, "share.session.timeout.ms"),
+                                  heartbeat_interval_ms=lambda group_id: value(group_id, "share.heartbeat.interval.ms"),
                                   clock=time.monotonic, other_group=self.is_other_group)
+        for group_id in self.partitions.group_ids():  # a share group with durable state exists, empty
+            self.groups.create(group_id)
+        state.groups.share_group = lambda group_id: group_id in self.groups.groups
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self.partitions.close()
+
+    def settings(self, group_id: str) -> ShareSettings:
+        """The group's share settings: its group configs, else the broker's."""
+        value = self.configs.value
+        return ShareSettings(value(group_id, "share.record.lock.duration.ms"),
+                             value(group_id, "share.delivery.count.limit"),
+                             value(group_id, "share.partition.max.record.locks"),
+                             value(group_id, "share.auto.offset.reset"),
+                             value(group_id, "share.isolation.level"),
+                             value(group_id, "share.renew.acknowledge.enable"))
 
     # ---- housekeeping -------------------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:
@@ -100,6 +120,19 @@ class ShareApis:
     def is_other_group(self, group_id: str) -> bool:
         """Whether the id is a classic or consumer group's."""
         return self.state.groups.group_state(group_id) != "Dead"
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else its share state goes
+        (written first), then the group."""
+        group = self.groups.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if not all([self.partitions.delete(key) for key in self.partitions.initialized(group_id)]):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self.groups.groups.pop(group_id, None)
+        for key in [key for key in self.sessions.sessions if key[0] == group_id]:
+            self.sessions.close(*key)
+        return ErrorCode.NONE
 
     def _member_left(self, group_id: str, member_id: str) -> None:
         """A member's share session ended (its final request, its session timeout, or idle after it left
@@ -122,8 +155,9 @@ class ShareApis:
                     self._member_left(group_id, member_id)
                 # a member that left without closing its session (a leave heartbeat is answered before
                 # the final acknowledgement, which may come on another connection) keeps it a while
-                idle = time.monotonic() - self.groups.session_timeout_ms / 1000
-                for group_id, member_id in self.sessions.idle_since(idle):
+                now = time.monotonic()
+                for group_id, member_id in self.sessions.idle_since(
+                        lambda group_id: now - self.groups.session_timeout_ms(group_id) / 1000):
                     if not self.groups.is_member(group_id, member_id):
                         self._member_left(group_id, member_id)
                 self._wake(self.partitions.expire())
@@ -144,7 +178,8 @@ class ShareApis:
                 Response.TopicPartitions(topic_id=topic_id, partitions=partitions)
                 for topic_id, _, partitions in self._by_id(result.assignment)])
         return Response(error_code=result.error, error_message=result.message, member_id=result.member_id,
-                        member_epoch=result.member_epoch, heartbeat_interval_ms=self.groups.heartbeat_interval_ms,
+                        member_epoch=result.member_epoch,
+                        heartbeat_interval_ms=self.groups.heartbeat_interval_ms(request.group_id),
                         assignment=assignment)
 
     async def describe(self, request, version: int, context: RequestContext):
@@ -201,7 +236,8 @@ class ShareApis:
     # ---- ShareAcknowledge ---------------------------------------------------------------------------
     async def share_acknowledge(self, request, version: int, context: RequestContext):
         Response = m.ShareAcknowledgeResponse
-        lock_ms = self.settings.record_lock_duration_ms
+        settings = self.settings(request.group_id)
+        lock_ms = settings.record_lock_duration_ms
         error = self._request_error(request, context)
         if error is None:
             try:
@@ -211,7 +247,7 @@ class ShareApis:
         if error is not None:
             return Response(error_code=error, acquisition_lock_timeout_ms=lock_ms)
         results: dict[tuple[uuid.UUID, int], _PartitionResult] = {}
-        renew = version >= 2 and request.is_renew_ack
+        renew = version >= 2 and request.is_renew_ack and settings.renew_enabled  # RENEW accepted
         for topic in request.topics:
             for partition in topic.partitions:
                 key = (topic.topic_id, partition.partition_index)
@@ -220,10 +256,14 @@ class ShareApis:
                 results[key] = _PartitionResult(error=code)
         if request.share_session_epoch == FINAL_EPOCH:
             self._member_left(request.group_id, request.member_id)
+        leaders = self._leaders(results)
         return Response(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
             Response.ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=[
-                Response.PartitionData(partition_index=p, error_code=result.error) for p, result in partitions])
-            for topic_id, partitions in _by_topic(results)])
+                Response.PartitionData(partition_index=p, error_code=result.error,
+                                       current_leader=_leader(Response, leaders, topic_id, p))
+                for p, result in partitions])
+            for topic_id, partitions in _by_topic(results)],
+            node_endpoints=self._endpoints(Response.NodeEndpoint, leaders, context) if version >= 1 else [])
 
     def _request_error(self, request, context: RequestContext) -> int | None:
         if not request.group_id:
@@ -244,17 +284,24 @@ class ShareApis:
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if self.state.topics.log(name, partition) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.state.view.leads_everything:  # acknowledged at the partition's leader
+            code = self.state.view.leader_error(name, partition)
+            if code:
+                return code
         share_key = (group_id, topic_id, partition)
         code = self.partitions.acknowledge(share_key, member_id, [
             (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches], renew)
         if code == ErrorCode.NONE:
             self._wake([share_key])  # released records may be fetched by others now
+            if self.metrics is not None:
+                _count_acknowledgements(self.metrics, batches)
         return code
 
     # ---- ShareFetch ---------------------------------------------------------------------------------
     async def share_fetch(self, request, version: int, context: RequestContext):
         Response = m.ShareFetchResponse
-        lock_ms = self.settings.record_lock_duration_ms
+        settings = self.settings(request.group_id)
+        lock_ms = settings.record_lock_duration_ms
         error = self._request_error(request, context)
         if error is not None:
             return Response(error_code=error, acquisition_lock_timeout_ms=lock_ms)
@@ -273,28 +320,51 @@ class ShareApis:
                                                   forgotten, bool(acknowledgements))
         except SessionError as refused:
             return Response(error_code=refused.code, acquisition_lock_timeout_ms=lock_ms)
-        renew = version >= 2 and request.is_renew_ack
+        renew_only = version >= 2 and request.is_renew_ack
         results: dict[tuple[uuid.UUID, int], _PartitionResult] = {}
         for key, batches in acknowledgements.items():
             results[key] = _PartitionResult(acknowledge_error=self._acknowledge(
-                context, group_id, member_id, key, batches, renew))
+                context, group_id, member_id, key, batches, renew_only and settings.renew_enabled))
         if session is None:
             self._member_left(group_id, member_id)  # the final fetch: acknowledgements only
-        elif not renew:
+        elif not renew_only:
             full = request.share_session_epoch == 0
             candidates = self._candidates(context, group_id, list(session.partitions), results, full)
-            await self._fetch(request, member_id, candidates, results)
+            await self._fetch(request, member_id, candidates, results, settings.isolation_level == "read_committed")
+        leaders = self._leaders(results)
         return Response(error_code=ErrorCode.NONE, acquisition_lock_timeout_ms=lock_ms, responses=[
             Response.ShareFetchableTopicResponse(topic_id=topic_id, partitions=[
                 Response.PartitionData(
                     partition_index=p, error_code=result.error,
                     acknowledge_error_code=result.acknowledge_error or ErrorCode.NONE,
-                    current_leader=Response.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    current_leader=_leader(Response, leaders, topic_id, p),
                     records=result.records,
                     acquired_records=[Response.AcquiredRecords(first_offset=r.first_offset, last_offset=r.last_offset,
                                                                delivery_count=r.delivery_count) for r in result.acquired])
                 for p, result in partitions])
-            for topic_id, partitions in _by_topic(results)])
+            for topic_id, partitions in _by_topic(results)],
+            node_endpoints=self._endpoints(Response.NodeEndpoint, leaders, context) if version >= 1 else [])
+
+    def _leaders(self, results: dict[tuple[uuid.UUID, int], _PartitionResult]) -> dict:
+        """(topic id, partition) -> (leader, leader epoch) of the partitions answered NOT_LEADER_OR_FOLLOWER
+        (KIP-951's leader discovery, as Kafka's share fetch gives it)."""
+        leaders = {}
+        for (topic_id, partition), result in results.items():
+            if ErrorCode.NOT_LEADER_OR_FOLLOWER in (result.error, result.acknowledge_error):
+                name = self.state.topic_name(topic_id)
+                if name is not None:
+                    info = self.state.view.partition(name, partition)
+                    leaders[(topic_id, partition)] = (info.leader, info.leader_epoch)
+        return leaders
+
+    def _endpoints(self, Endpoint, leaders: dict, context: RequestContext) -> list:
+        """The listener's addresses of the leaders named in ``leaders``."""
+        if not leaders:
+            return []
+        wanted = {leader for leader, _ in leaders.values()}
+        return [Endpoint(node_id=node.node_id, host=node.host, port=node.port)
+                for node in self.state.view.brokers(context.listener.name, context.advertised)
+                if node.node_id in wanted]
 
     def _candidates(self, context: RequestContext, group_id: str, partitions: list[tuple[uuid.UUID, int]],
                     results: dict, full: bool) -> list[_Candidate]:
@@ -304,28 +374,32 @@ class ShareApis:
         for topic_id, partition in partitions:
             name = self.state.topic_name(topic_id)
             partition_log = self.state.topics.log(name, partition) if name is not None else None
-            error = ErrorCode.NONE
+            error: int = ErrorCode.NONE
             if name is None:
                 error = ErrorCode.UNKNOWN_TOPIC_ID
             elif not self.state.allowed(context, Operation.READ, ResourceType.TOPIC, name):
                 error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif partition_log is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not self.state.view.leads_everything:  # fetched from the partition's leader
+                error = self.state.view.leader_error(name, partition)
             if error or full:
                 results.setdefault((topic_id, partition), _PartitionResult()).error = error
             if error:
                 continue
             assert name is not None and partition_log is not None
             key = (group_id, topic_id, partition)
-            share = self.partitions.get(key, partition_log.log_start_offset, partition_log.high_watermark)
+            share = self.partitions.get(key, _bounds(partition_log))
             candidates.append(_Candidate(key, name, partition, partition_log, share))
         return candidates
 
-    async def _fetch(self, request, member_id: str, candidates: list[_Candidate], results: dict) -> None:
+    async def _fetch(self, request, member_id: str, candidates: list[_Candidate], results: dict,
+                     read_committed: bool) -> None:
         max_bytes = min(max(request.max_bytes, 0), self.state.config.fetch_max_bytes)
         min_bytes = max(request.min_bytes, 1)  # waiting is for something to acquire
-        if request.max_wait_ms > 0 and candidates and _acquirable_bytes(candidates, max_bytes) < min_bytes:
-            await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes),
+        if (request.max_wait_ms > 0 and candidates
+                and _acquirable_bytes(candidates, max_bytes, read_committed) < min_bytes):
+            await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes, read_committed),
                                             request.max_wait_ms / 1000)
         records_left = request.max_records if request.max_records > 0 else 1
         batch_size = request.batch_size if request.batch_size > 0 else records_left
@@ -336,21 +410,24 @@ class ShareApis:
                 break
             share, partition_log = candidate.share, candidate.log
             offset = share.fetch_offset()
-            if offset >= partition_log.high_watermark or (offset == share.end_offset and not share.can_acquire_new()):
+            if offset >= _end(partition_log, read_committed) or (
+                    offset == share.end_offset and not share.can_acquire_new()):
                 continue
             try:
-                read = partition_log.read(offset, bytes_left, min_one_message)
-            except OffsetInRemoteTier:
-                continue  # share fetches are served from the local log only
+                read = await self._read(partition_log, offset, bytes_left, min_one_message, read_committed)
             except OffsetOutOfRange:
                 self.partitions.move_start(candidate.key, share, partition_log.log_start_offset)
+                continue
+            if read is None:
                 continue
             assert isinstance(read.records, bytes)  # read without as_file
             data = b"" if read.first_entry_incomplete else read.records
             batches = _batches(data)
+            # read_committed: the records of aborted transactions are archived, never handed out
+            aborted = _aborted_ranges(data, batches, read.aborted or []) if read_committed else []
             error, acquired = self.partitions.acquire(candidate.key, share, member_id,
                                                       [(base, last) for base, last, _, _ in batches],
-                                                      records_left, batch_size, mode)
+                                                      records_left, batch_size, mode, aborted)
             if not acquired and not error:
                 continue
             result = results.setdefault((candidate.key[1], candidate.partition), _PartitionResult())
@@ -364,23 +441,60 @@ class ShareApis:
             min_one_message = False
 
 
+    async def _read(self, partition_log: PartitionLog, offset: int, max_bytes: int, min_one_message: bool,
+                    read_committed: bool) -> LogRead | None:
+        """The log from ``offset``: local, or from the remote tier as a consumer fetch reads it (on a worker
+        thread, at most remote.fetch.max.wait.ms; None past it). Raises OffsetOutOfRange."""
+        bound = partition_log.last_stable_offset if read_committed else None
+        try:
+            read = partition_log.read(offset, max_bytes, min_one_message, bound)
+        except OffsetInRemoteTier:
+            pass
+        else:
+            start = read.fetch_offset_metadata
+            if read_committed and read.records and start is not None:
+                read.aborted = partition_log.aborted_transactions(offset, start.relative_position, len(read.records),
+                                                                  start.segment_base_offset)
+            return read
+
+        def remote_read() -> LogRead:
+            result = partition_log.read_remote(offset, max_bytes, min_one_message)
+            if read_committed and result.records:  # the remote tier lies below the last stable offset
+                upper = partition_log.offset_after_remote_segment(offset)
+                result.aborted = partition_log.aborted_transactions_from_remote(offset, upper)
+            return result
+
+        task = asyncio.ensure_future(asyncio.to_thread(remote_read))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.state.config.remote_fetch_max_wait_ms / 1000)
+        except TimeoutError:
+            log.info("remote read of %s at %d took longer than remote.fetch.max.wait.ms", partition_log.name, offset)
+            return None
+
+
 class _DelayedShareFetch(DelayedFetch):
     """A share fetch waiting until the records its partitions could hand out reach MinBytes."""
 
-    def __init__(self, candidates: list[_Candidate], min_bytes: int, max_bytes: int):
+    def __init__(self, candidates: list[_Candidate], min_bytes: int, max_bytes: int, read_committed: bool):
         reads = [PartitionRead(SessionPartition((c.topic, c.partition), c.share.fetch_offset(), max_bytes),
                                c.topic, c.partition, c.log) for c in candidates]
-        super().__init__(reads, min_bytes)
+        super().__init__(reads, min_bytes, read_committed)
         self.candidates = candidates
         self.max_bytes = max_bytes
 
     def try_complete(self) -> bool:
-        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes) >= self.min_bytes:
+        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes,
+                                                      self.read_committed) >= self.min_bytes:
             self.done.set_result(True)
         return self.done.done()
 
 
-def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int) -> int:
+def _end(partition_log: PartitionLog, read_committed: bool) -> int:
+    """Where share fetches stop: the high watermark, or the last stable offset for read_committed."""
+    return partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+
+
+def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int, read_committed: bool) -> int:
     """The log bytes from each partition's fetch offset, for partitions that could acquire now."""
     total = 0
     for c in candidates:
@@ -388,10 +502,39 @@ def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int) -> int:
         if offset == c.share.end_offset and not c.share.can_acquire_new():
             continue
         try:
-            total += c.log.bytes_available(offset, max_bytes)
+            total += c.log.bytes_available(offset, max_bytes, c.log.last_stable_offset if read_committed else None)
+        except OffsetInRemoteTier:
+            total += 1 if offset < _end(c.log, read_committed) else 0  # read from the remote tier: answer now
         except OffsetOutOfRange:
             total += 1  # the share partition must move: answer now
     return total
+
+
+def _aborted_ranges(data: bytes, batches: list[tuple[int, int, int, int]], aborted: list) -> list[tuple[int, int]]:
+    """The offsets of the batches of aborted transactions in ``data``, as a read_committed consumer finds
+    them: a producer's transactional batches from its aborted transaction's first offset up to its abort
+    marker (``aborted``: the AbortedTxn entries overlapping the read)."""
+    pending = sorted(aborted, key=lambda txn: txn.first_offset)
+    aborting: set[int] = set()
+    ranges = []
+    for base, last, start, _ in batches:
+        while pending and pending[0].first_offset <= last:
+            aborting.add(pending.pop(0).producer_id)
+        (attributes,) = _ATTRIBUTES.unpack_from(data, start + 21)
+        (producer_id,) = _PRODUCER_ID.unpack_from(data, start + 43)
+        if attributes & _CONTROL:
+            aborting.discard(producer_id)  # the abort marker closes the transaction
+        elif attributes & _TRANSACTIONAL and producer_id in aborting:
+            ranges.append((base, last))
+    return ranges
+
+
+def _bounds(partition_log: PartitionLog):
+    """Where a new share partition of this log may start: its start, its end, or at a time."""
+    def offset_at(timestamp_ms: int) -> int | None:
+        found = partition_log.offset_for_timestamp(timestamp_ms)
+        return None if found is None else found.offset
+    return partition_log.log_start_offset, partition_log.high_watermark, offset_at
 
 
 def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
@@ -414,6 +557,27 @@ def _covering(data: bytes, batches: list[tuple[int, int, int, int]], acquired: l
     first, last = acquired[0].first_offset, acquired[-1].last_offset
     spans = [(start, end) for base, last_offset, start, end in batches if last_offset >= first and base <= last]
     return data[spans[0][0]:spans[-1][1]] if spans else b""
+
+
+_ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Release",
+                   AcknowledgeType.REJECT: "Reject", AcknowledgeType.RENEW: "Renew"}  # Kafka's ackType tags
+
+
+def _count_acknowledgements(metrics: BrokerMetrics, batches) -> None:
+    """Records acknowledged, by type (gaps are not acknowledgements of records)."""
+    for batch in batches:
+        types = list(batch.acknowledge_types)
+        counts = ([(types[0], batch.last_offset - batch.first_offset + 1)] if len(types) == 1
+                  else [(kind, 1) for kind in types])
+        for kind, count in counts:
+            name = _ACK_TYPE_NAMES.get(kind)
+            if name is not None:
+                metrics.share_acknowledgements.labels(name).inc(count)
+
+
+def _leader(Response, leaders: dict, topic_id: uuid.UUID, partition: int):
+    leader, epoch = leaders.get((topic_id, partition), _NO_LEADER)
+    return Response.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
 
 
 def _by_topic(results: dict[tuple[uuid.UUID, int], _PartitionResult]):

@@ -73,8 +73,9 @@ class BrokerConfig:
     # group.share.heartbeat.interval.ms, group.share.record.lock.duration.ms (how long a consumer holds
     # the records it acquired), group.share.delivery.count.limit (deliveries before a record is
     # archived), group.share.partition.max.record.locks (the in-flight window of a share partition),
-    # group.share.max.share.sessions; share.auto.offset.reset is a group config in Kafka, given here
-    # for every share group: where a share partition starts (latest or earliest)
+    # group.share.max.share.sessions; share.auto.offset.reset and share.isolation.level are group
+    # configs in Kafka (broker.groups.group_configs), given here for every share group without its own:
+    # where a share partition starts (latest or earliest), whether it reads committed records only
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
     group_share_record_lock_duration_ms: int = 30_000
@@ -82,6 +83,7 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 2000
     group_share_max_share_sessions: int = 2000
     share_auto_offset_reset: str = "latest"
+    share_isolation_level: str = "read_uncommitted"
     # Prometheus metrics on this port (kafkawire's; Kafka exposes JMX), None: off; 0: any free port
     metrics_port: int | None = None
     request_log: bool = False  # one INFO line per request on the kafkawire.broker.requests logger
@@ -153,6 +155,9 @@ class BrokerConfig:
                 raise ValueError(f"{_KAFKA_NAME.get(name, name)} must be positive, not {getattr(self, name)}")
         if self.share_auto_offset_reset not in ("latest", "earliest"):
             raise ValueError(f"share.auto.offset.reset: {self.share_auto_offset_reset!r} is not latest or earliest")
+        if self.share_isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"share.isolation.level: {self.share_isolation_level!r} is not read_uncommitted or "
+                             f"read_committed")
         unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
         if unknown or not self.consumer_assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {', '.join(unknown) or '(none given)'}; "
@@ -247,6 +252,7 @@ PROPERTIES = {
     "group.share.partition.max.record.locks": "group_share_partition_max_record_locks",
     "group.share.max.share.sessions": "group_share_max_share_sessions",
     "share.auto.offset.reset": "share_auto_offset_reset",
+    "share.isolation.level": "share_isolation_level",
     "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms", "listeners": "listeners",
     "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "listener_security_protocol_map",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",

@@ -52,6 +52,14 @@ _KEYS: dict[int, Callable[[Any, int], list[tuple[int, str]]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: lambda request, version: [(TRANSACTION, tid) for tid in request.transactional_ids],
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group,
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda request, version: [(GROUP, group) for group in request.group_ids],
+    # share groups: membership and offsets at the group's coordinator (ShareFetch and ShareAcknowledge go
+    # to the partitions' leaders)
+    ApiKey.SHARE_GROUP_HEARTBEAT: _group,
+    ApiKey.SHARE_GROUP_DESCRIBE: lambda request, version: [(GROUP, group) for group in request.group_ids],
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: lambda request, version: [(GROUP, group.group_id)
+                                                                   for group in request.groups],
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group,
 }
 
 

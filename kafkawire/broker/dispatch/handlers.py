@@ -94,9 +94,10 @@ class Handlers:
         self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
         self.client_metrics.load()
         configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
-        group_admin, telemetry = GroupAdminApis(self.state), TelemetryApis(self.state, self.client_metrics)
+        telemetry = TelemetryApis(self.state, self.client_metrics)
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are
-        self.share = ShareApis(self.state, shared.share if shared is not None else None)
+        self.share = ShareApis(self.state, shared.share if shared is not None else None, metrics)
+        group_admin = GroupAdminApis(self.state, self.share)
         share_offsets = ShareOffsetApis(self.state, self.share)
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         join_group = groups.membership.join_group

@@ -53,13 +53,18 @@ class HeartbeatResult:
 
 class ConsumerGroupCoordinator:
     """``topics()`` gives the cluster's topics: name -> (topic id, partition count); ``classic_in_use(group)``
-    whether a classic group of that id has members, ``drop_classic(group)`` forgets an empty one."""
+    whether a classic group of that id has members, ``drop_classic(group)`` forgets an empty one;
+    ``group_setting(group, name)``, if given, the group's own consumer.session.timeout.ms and
+    consumer.heartbeat.interval.ms (its group configs), the broker's otherwise; ``share_group(group)``
+    whether the id is a share group's (refused)."""
 
     def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
                  heartbeat_interval_ms: int, assignors: tuple[str, ...], clock: Callable[[], float],
                  classic_in_use: Callable[[str], bool] = lambda group_id: False,
                  drop_classic: Callable[[str], None] = lambda group_id: None,
-                 store: ConsumerGroupStore | None = None):
+                 store: ConsumerGroupStore | None = None,
+                 group_setting: Callable[[str, str], int] | None = None,
+                 share_group: Callable[[str], bool] = lambda group_id: False):
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown assignor {unknown or assignors}")
@@ -71,7 +76,19 @@ class ConsumerGroupCoordinator:
         self.classic_in_use = classic_in_use
         self.drop_classic = drop_classic
         self.store = store
+        self.group_setting = group_setting
+        self.share_group = share_group
         self.groups: dict[str, ConsumerGroup] = {}
+
+    def _session_timeout_ms(self, group_id: str) -> int:
+        if self.group_setting is None:
+            return self.session_timeout_ms
+        return self.group_setting(group_id, "consumer.session.timeout.ms")
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        if self.group_setting is None:
+            return self.heartbeat_interval_ms
+        return self.group_setting(group_id, "consumer.heartbeat.interval.ms")
 
     # ---- durability -------------------------------------------------------------------------------
     def load(self) -> None:
@@ -114,7 +131,8 @@ class ConsumerGroupCoordinator:
         """Session (and revocation) deadlines for the group's members, those in ``sessions`` and
         ``rebalances`` kept."""
         for member_id, member in group.members.items():
-            group.session_deadlines[member_id] = sessions.get(member_id, now + self.session_timeout_ms / 1000)
+            timeout_s = self._session_timeout_ms(group.group_id) / 1000
+            group.session_deadlines[member_id] = sessions.get(member_id, now + timeout_s)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 group.rebalance_deadlines[member_id] = rebalances.get(
                     member_id, now + max(member.rebalance_timeout_ms, 0) / 1000)
@@ -181,6 +199,8 @@ class ConsumerGroupCoordinator:
         if self.classic_in_use(group_id):
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                              f"Group {group_id} is a classic group with members.")
+        if self.share_group(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         self.drop_classic(group_id)  # an empty classic group (offsets only) becomes a consumer group
@@ -223,7 +243,7 @@ class ConsumerGroupCoordinator:
         reconciled = reconcile(updated, group.assignment_epoch, group.target.get(member_id, {}), group.owners, owned)
         group.put(reconciled)
         now = self.clock()
-        group.session_deadlines[member_id] = now + self.session_timeout_ms / 1000
+        group.session_deadlines[member_id] = now + self._session_timeout_ms(group.group_id) / 1000
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if reconciled != updated or member_id not in group.rebalance_deadlines:
                 group.rebalance_deadlines[member_id] = now + max(reconciled.rebalance_timeout_ms, 0) / 1000
@@ -233,7 +253,7 @@ class ConsumerGroupCoordinator:
                               and request.topic_partitions is not None)
         changed = reconciled.assigned != member.assigned
         return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.heartbeat_interval_ms,
+                               heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
                                assignment=reconciled.assigned if full or changed else None)
 
     def _member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id, owned) -> Member:

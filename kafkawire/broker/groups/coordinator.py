@@ -44,6 +44,7 @@ from .consumer_store import ConsumerGroupStore
 from .consumer import ConsumerGroupCoordinator
 from .classic import ClassicMembership
 from .offsets import GroupOffsets
+from .group_configs import GroupConfigs
 from .classic_state import (
     _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS, DEAD, NEW_MEMBER_JOIN_TIMEOUT_MS,
     NONE, OFFSET_METADATA_MAX_BYTES, STABLE, GroupState, _Group, _JoinResult, _Member, _resolve, _SyncResult,
@@ -69,10 +70,12 @@ class GroupCoordinator:
                  partition_exists: Callable[[str, int], bool] | None = None,
                  fsync: bool = False, topic_metadata: Callable[[], dict] = dict,
                  consumer_session_timeout_ms: int = 45000, consumer_heartbeat_interval_ms: int = 5000,
-                 consumer_assignors: tuple[str, ...] = ("uniform", "range")) -> None:
+                 consumer_assignors: tuple[str, ...] = ("uniform", "range"),
+                 configs: GroupConfigs | None = None) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (as KafkaApis does); ``fsync`` makes
-        every commit fsync the offsets file (otherwise it is written, not synced, before the answer)."""
+        every commit fsync the offsets file (otherwise it is written, not synced, before the answer);
+        ``configs``: the groups' own configs (GROUP resources), read by consumer and share groups."""
         self.data_dir = Path(data_dir)
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.clock = clock
@@ -82,6 +85,9 @@ class GroupCoordinator:
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.partition_exists = partition_exists
         self.store = OffsetStore(self.data_dir, fsync=fsync)
+        self.configs = configs
+        # whether a group id is a share group's (set by the share-group APIs): such ids are refused here
+        self.share_group: Callable[[str], bool] = lambda group_id: False
         self.groups: dict[str, _Group] = {}  # the classic groups
         # KIP-848 groups: the same ids and offsets, the other protocol (``topic_metadata()``: the
         # cluster's topics, name -> (topic id, partition count))
@@ -89,7 +95,9 @@ class GroupCoordinator:
             topic_metadata, session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms, assignors=consumer_assignors,
             clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
-            store=ConsumerGroupStore(self.data_dir, fsync=fsync))
+            store=ConsumerGroupStore(self.data_dir, fsync=fsync),
+            group_setting=configs.value if configs is not None else None,
+            share_group=lambda group_id: self.share_group(group_id))
         self.membership = ClassicMembership(self)
         self.offsets = GroupOffsets(self)
         self.active = False
@@ -101,6 +109,8 @@ class GroupCoordinator:
         """Load committed offsets and group generations from ``data_dir``; start serving."""
         self.loop = asyncio.get_running_loop()
         self.store.load()
+        if self.configs is not None:
+            self.configs.load()
         self.consumer.load()
         self.groups.clear()
         for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups):
@@ -205,6 +215,11 @@ class GroupCoordinator:
         if error is not None:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
         group = self.groups.get(group_id)
+        if group is None and self.share_group(group_id):  # as Kafka's classicGroup lookup refuses it
+            return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,
+                             error_message=f"Group {group_id} is not a classic group." if version >= 6 else None,
+                             group_id=group_id, group_state=DEAD.value, protocol_type="",
+                             protocol_data="", members=[], authorized_operations=operations)
         if group is None:
             # v6 says so (KIP-1043); before, an unknown group is described as Dead with no error
             return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,

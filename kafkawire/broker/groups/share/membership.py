@@ -76,10 +76,12 @@ class _Refused(Exception):
 
 class ShareGroups:
     """``topics()``: the cluster's topics, name -> (topic id, partition count); ``other_group(group_id)``:
-    whether the id is a classic or consumer group's."""
+    whether the id is a classic or consumer group's; ``session_timeout_ms(group_id)`` and
+    ``heartbeat_interval_ms(group_id)``: the group's settings."""
 
-    def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
-                 heartbeat_interval_ms: int, clock: Callable[[], float],
+    def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *,
+                 session_timeout_ms: Callable[[str], int], heartbeat_interval_ms: Callable[[str], int],
+                 clock: Callable[[], float],
                  other_group: Callable[[str], bool] = lambda group_id: False):
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
@@ -137,7 +139,7 @@ class ShareGroups:
         previous = member.assigned
         member.assigned = group.target.get(member.member_id, {})
         member.member_epoch = group.assignment_epoch
-        group.deadlines[member.member_id] = self.clock() + self.session_timeout_ms / 1000
+        group.deadlines[member.member_id] = self.clock() + self.session_timeout_ms(group.group_id) / 1000
         full = epoch == 0 or request.subscribed_topic_names is not None
         return ShareHeartbeat(member_id=member.member_id, member_epoch=member.member_epoch,
                               assignment=member.assigned if full or member.assigned != previous else None)

@@ -110,15 +110,22 @@ class SharePartition:
 
     # ---- acquisition --------------------------------------------------------------------------------
     def acquire(self, member: str, batches: Iterable[tuple[int, int]], max_records: int, batch_size: int,
-                now: float, mode: int = ACQUIRE_BATCH_OPTIMIZED) -> list[AcquiredRange]:
+                now: float, mode: int = ACQUIRE_BATCH_OPTIMIZED,
+                aborted: Iterable[tuple[int, int]] = ()) -> list[AcquiredRange]:
         """Acquire for ``member`` from the log batches read (``(base offset, last offset)`` in order):
         available in-flight records, then new records past the SPEO while the window allows. Stops at
         ``max_records``; in batch-optimized mode the log batch under way is taken whole (as far as the
-        window goes). The ranges come back split at most ``batch_size`` records each."""
+        window goes). The ranges come back split at most ``batch_size`` records each. Available records
+        of the ``aborted`` batches (read_committed: aborted transactions) are archived instead."""
         acquired: list[int] = []
         counts: dict[int, int] = {}
         deadline = now + self.lock_duration_s
+        skipped = {(base, last) for base, last in aborted}
+        archived = False
         for base, last in batches:
+            if (base, last) in skipped:
+                archived = self._archive_batch(base, last) or archived
+                continue
             if len(acquired) >= max_records:
                 break
             for offset in range(max(base, self.start_offset), last + 1):
@@ -137,7 +144,25 @@ class SharePartition:
                 record.delivery_count += 1
                 acquired.append(offset)
                 counts[offset] = record.delivery_count
+        if archived:
+            self._advance()
         return _ranges(acquired, counts, max(batch_size, 1))
+
+    def _archive_batch(self, base: int, last: int) -> bool:
+        """Archive the available records of a batch never to be delivered (new ones enter the window
+        archived, while it allows); whether any was."""
+        archived = False
+        for offset in range(max(base, self.start_offset), last + 1):
+            record = self._records.get(offset)
+            if record is None:
+                if offset != self.end_offset or not self.can_acquire_new():
+                    break
+                record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
+                self.end_offset += 1
+            if record.state is RecordState.AVAILABLE:
+                self._settle(record, RecordState.ARCHIVED)
+                archived = True
+        return archived
 
     # ---- acknowledgement ----------------------------------------------------------------------------
     def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], now: float,

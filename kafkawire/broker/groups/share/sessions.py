@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ....error_codes import ErrorCode
@@ -86,9 +87,9 @@ class ShareSessions:
         session.epoch = _next(epoch)
         session.last_used = time.monotonic()
 
-    def idle_since(self, moment: float) -> list[tuple[str, str]]:
-        """The (group, member) of the sessions last used before ``moment``."""
-        return [key for key, session in self.sessions.items() if session.last_used < moment]
+    def idle_since(self, moment: Callable[[str], float]) -> list[tuple[str, str]]:
+        """The (group, member) of the sessions last used before ``moment(group)``."""
+        return [key for key, session in self.sessions.items() if session.last_used < moment(key[0])]
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
