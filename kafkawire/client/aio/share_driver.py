@@ -13,6 +13,7 @@ run over broker connections.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -172,7 +173,7 @@ class ShareDriver:
             else:
                 self.stats["share-acknowledge-request-total"] += 1
                 future = connection.request(request.body, version, timeout_ms=self.config.request_timeout_ms)
-            future.add_done_callback(lambda done, request=request: self._on_response(request, done))
+            future.add_done_callback(functools.partial(self._on_response, request))
             sent.append(future)
         return sent
 

@@ -34,7 +34,7 @@ class ShareCompletedFetch:
     """``automatic`` collects the acknowledgements made for the application (GAPs, and RELEASEs after a
     corrupt batch); ``failure`` is raised by poll once the records before it are out."""
 
-    def __init__(self, topic_partition: TopicPartition, records: bytes, acquired: Sequence[AcquiredRange],
+    def __init__(self, topic_partition: TopicPartition, records: bytes | bytearray | memoryview, acquired: Sequence[AcquiredRange],
                  lease: Lease, check_crcs: bool = True):
         self.topic_partition = topic_partition
         self.lease = lease

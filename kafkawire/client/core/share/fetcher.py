@@ -20,7 +20,7 @@ import itertools
 import logging
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -32,6 +32,7 @@ from kafkawire.messages import (
 from ...errors import KafkaConnectionError, error_for_code
 from ..cluster_metadata import METADATA_REFRESH_ERRORS
 from ..consumer.memory import Lease, MemoryPool
+from ..group.protocol import error_name
 from ..topic_partition import TopicPartition
 from .acknowledgements import Acknowledgements
 from .completed_fetch import ShareCompletedFetch
@@ -242,7 +243,7 @@ class ShareFetcher:
     def buffered_records(self) -> bool:
         return bool(self._buffered)
 
-    def _abandon(self, which) -> None:  # type: ignore[no-untyped-def]
+    def _abandon(self, which: Callable[[TopicPartition], bool]) -> None:
         """RELEASE the records fetched but not handed out of the partitions ``which`` picks."""
         kept: deque[tuple[int, ShareCompletedFetch]] = deque()
         for node, fetch in self._buffered:
@@ -409,7 +410,7 @@ class ShareFetcher:
             return True
         session.reset()
         if code in SESSION_ERRORS and not request.final:  # refused as a whole: send them again
-            log.debug("share session with node %d: %s, opening a new one", request.node, ErrorCode.of(code).name)
+            log.debug("share session with node %d: %s, opening a new one", request.node, error_name(code))
             self._restore(request.acknowledgements)
             if request.commit is not None:
                 self._commits.setdefault(request.node, request.commit)
@@ -426,7 +427,7 @@ class ShareFetcher:
         elif code in _AUTHORIZATION_ERRORS:
             self.errors.append(error_for_code(code, f"share fetch of {tp}"))
         else:
-            log.debug("share fetch of %s: %s", tp, ErrorCode.of(code))
+            log.debug("share fetch of %s: %s", tp, error_name(code))
 
     def _complete(self, request: ShareRequest, results: Mapping[TopicPartition, Exception | None]) -> None:
         for tp, error in results.items():
