@@ -27,12 +27,15 @@ from .record import GAP, AcknowledgeType, ShareConsumerRecord
 
 __all__ = ["ShareCompletedFetch", "AcquiredRange"]
 
+new = tuple.__new__  # one ShareConsumerRecord per record, without a Python-level constructor call
+
 AcquiredRange = tuple[int, int, int]  # first offset, last offset, delivery count
 
 
 class ShareCompletedFetch:
     """``automatic`` collects the acknowledgements made for the application (GAPs, and RELEASEs after a
-    corrupt batch); ``failure`` is raised by poll once the records before it are out."""
+    corrupt batch); ``failure`` is raised by poll once the records before it are out; ``remaining``
+    bounds the records still to hand out."""
 
     def __init__(self, topic_partition: TopicPartition, records: bytes | bytearray | memoryview, acquired: Sequence[AcquiredRange],
                  lease: Lease, check_crcs: bool = True):
@@ -46,6 +49,7 @@ class ShareCompletedFetch:
         self._ready: list[ShareConsumerRecord] = []
         self._index = 0
         self._next_offset = self.acquired[0][0] if self.acquired else 0  # past what was handed out
+        self.remaining = sum(last - first + 1 for first, last, _ in self.acquired)  # at most this many to go
         try:  # headers only; CRCs and records are checked as take reaches each batch
             for batch in iter_batches(records, verify_crc=False):
                 if any(first <= batch.last_offset and batch.base_offset <= last for first, last, _ in self.acquired):
@@ -74,6 +78,7 @@ class ShareCompletedFetch:
                 del self._ready[:wanted]
         if out:
             self._next_offset = out[-1].offset + 1
+        self.remaining = 0 if self.drained else max(0, self.remaining - len(out))
         return out
 
     def undelivered(self) -> list[tuple[int, int]]:
@@ -100,7 +105,7 @@ class ShareCompletedFetch:
             ready: list[ShareConsumerRecord] = []
             for first, last, count in overlaps:
                 low, high = bisect_left(rows, first, key=record_offset), bisect_right(rows, last, key=record_offset)
-                ready += [ShareConsumerRecord.of(row, count) for row in rows[low:high]]
+                ready += [new(ShareConsumerRecord, (*row, count)) for row in rows[low:high]]
                 if high - low != last - first + 1:  # offsets without a record (compaction): gaps
                     present = {record_offset(row) for row in rows[low:high]}
                     for offset in range(first, last + 1):
@@ -144,6 +149,7 @@ class ShareCompletedFetch:
             f"corrupt record data in partition {self.topic_partition} at offset {start}: {error}; its acquired "
             f"records were released", self.topic_partition, start, None)
         self._batches = [batch for batch in self._batches if batch.last_offset < start]  # (read before it)
+        self.remaining = len(self._ready)
         self._index = min(self._index, len(self._batches))
 
     def release(self) -> None:

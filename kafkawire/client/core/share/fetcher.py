@@ -3,7 +3,8 @@
 
 * Each broker leading assigned partitions gets one request at a time (its share session's epochs must
   follow each other): a ShareFetch for those partitions (MaxRecords and BatchSize ``max.poll.records``)
-  while none of its records wait in the buffer, carrying the acknowledgements made since; else a
+  while fewer than ``max.poll.records`` of its records wait in the buffer, carrying the
+  acknowledgements made since; else a
   ShareAcknowledge when acknowledgements wait. ``commit`` sends a ShareAcknowledge to each broker with
   acknowledgements at once; RENEWs go in a ShareAcknowledge with IsRenewAck (a renewing ShareFetch
   fetches nothing).
@@ -240,9 +241,6 @@ class ShareFetcher:
             acks = self._pending[tp] = Acknowledgements()
         return acks
 
-    def buffered_records(self) -> bool:
-        return bool(self._buffered)
-
     def _abandon(self, which: Callable[[TopicPartition], bool]) -> None:
         """RELEASE the records fetched but not handed out of the partitions ``which`` picks."""
         kept: deque[tuple[int, ShareCompletedFetch]] = deque()
@@ -264,7 +262,7 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
-        buffered = {node for node, _ in self._buffered}
+        buffered = self._buffered_nodes()
         requests = []
         for node in sorted(nodes - self._in_flight):
             session = self._sessions.setdefault(node, ShareSession(node))
@@ -289,6 +287,14 @@ class ShareFetcher:
             self._in_flight.add(node)
             requests.append(request)
         return requests
+
+    def _buffered_nodes(self) -> set[int]:
+        """Brokers whose buffered records make a poll's worth: no fetch to them yet (KIP-41's prefetch:
+        the next fetch goes out while fewer are left, so that it is back by the time they are handed out)."""
+        left: dict[int, int] = {}
+        for node, fetch in self._buffered:
+            left[node] = left.get(node, 0) + fetch.remaining
+        return {node for node, count in left.items() if count >= self.config.max_poll_records}
 
     def _take_acks(self, node: int, session: ShareSession) -> dict[TopicPartition, Acknowledgements]:
         """The pending acknowledgements of ``node``'s partitions (none before its session is open)."""
