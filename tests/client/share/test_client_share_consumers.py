@@ -130,6 +130,24 @@ def test_explicit_release_redelivers_and_reject_archives(broker):
     asyncio.run(run())
 
 
+def test_renew_keeps_a_record_acquired_until_it_is_accepted(broker):
+    topic = _topic(broker, 1)
+
+    async def run():
+        consumer = _consumer(broker, "renewing", topic, share_acknowledgement_mode="explicit")
+        try:
+            (record,) = await _poll_until(consumer, 1)
+            consumer.acknowledge(record, AcknowledgeType.RENEW)  # the lock starts again; still ours
+            assert await consumer.commit_sync(15000) == {TopicPartition(topic, 0): None}
+            assert await consumer.poll(0) == []  # a renewed record does not hold up the next poll
+            consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+            assert await consumer.commit_sync(15000) == {TopicPartition(topic, 0): None}
+            assert await _poll_until(consumer, 1, deadline_s=1.5) == []
+        finally:
+            await consumer.close()
+    asyncio.run(run())
+
+
 def test_implicit_mode_accepts_on_the_next_poll_and_close_releases_the_rest(broker):
     topic = _topic(broker, 10)
 

@@ -137,7 +137,10 @@ class ShareMember:
             if code != ErrorCode.NONE:
                 log.debug("share group %s: leaving answered %s", self.group_id, error_name(code))
             return
-        if code == ErrorCode.NONE:
+        if code == ErrorCode.NONE and self._leaving:  # joined while leaving: the leave goes next
+            self.epoch = response.member_epoch
+            self._next_at = now
+        elif code == ErrorCode.NONE:
             if request.subscribed_topic_names is not None and tuple(request.subscribed_topic_names) == self.subscription:
                 self._subscription_sent = True
             self.epoch = response.member_epoch
