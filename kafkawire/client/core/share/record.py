@@ -41,9 +41,6 @@ class ShareConsumerRecord(ConsumerRecord):
         """From a ConsumerRecord's row (``RecordBatch.rows``' layout) and its delivery count."""
         return tuple.__new__(cls, (*record, delivery_count))
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        raise TypeError("ShareConsumerRecord is rebuilt by __reduce__")
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (ShareConsumerRecord.of, (tuple(self[:11]), self.delivery_count))
 
