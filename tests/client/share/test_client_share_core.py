@@ -193,6 +193,13 @@ def test_implicit_mode_accepts_the_last_poll_on_the_next_fetch():
     (third,) = fetcher.prepare_requests()
     assert third.is_fetch and third.body.share_session_epoch == 2
     assert _acks(third) == [(0, 2, [ACCEPT])]  # (3 is accepted by the poll after)
+    # records handed out and not yet acknowledged: the fetch does not wait at the broker, which may
+    # hold back nothing but for this member's own acknowledgements
+    assert (opening.body.max_wait_ms, second.body.max_wait_ms, third.body.max_wait_ms) == (500, 0, 0)
+    _answer(fetcher, third)
+    assert fetcher.poll(10) == []  # accepts 3; nothing handed out now
+    (waiting,) = fetcher.prepare_requests()
+    assert waiting.body.max_wait_ms == 500 and _acks(waiting) == [(3, 3, [ACCEPT])]
 
 
 def test_explicit_mode_needs_every_record_acknowledged_and_renew_goes_alone():

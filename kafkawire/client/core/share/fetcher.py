@@ -4,10 +4,10 @@
 * Each broker leading assigned partitions gets one request at a time (its share session's epochs must
   follow each other): a ShareFetch for those partitions (MaxRecords and BatchSize ``max.poll.records``)
   while fewer than ``max.poll.records`` of its records wait in the buffer, carrying the
-  acknowledgements made since; else a
-  ShareAcknowledge when acknowledgements wait. ``commit`` sends a ShareAcknowledge to each broker with
-  acknowledgements at once; RENEWs go in a ShareAcknowledge with IsRenewAck (a renewing ShareFetch
-  fetches nothing).
+  acknowledgements made since (they wait for it). ``commit`` sends a ShareAcknowledge to each broker
+  with acknowledgements at once, and so do partitions no longer fetched; RENEWs go in a
+  ShareAcknowledge with IsRenewAck (a renewing ShareFetch fetches nothing). A fetch sent while records
+  handed out are not acknowledged yet does not wait at the broker (see ``_holding``).
 * ``poll`` first settles the last poll's records: implicit mode ACCEPTs them all; explicit mode insists
   that each was acknowledged (``acknowledge``) and raises RuntimeError otherwise.
 * Every answered acknowledgement becomes a ``completed`` entry (offsets per partition, and the error),
@@ -271,7 +271,9 @@ class ShareFetcher:
             renewing = any(a.has(AcknowledgeType.RENEW) for a in acks.values())
             if node in self._commits and not acks:  # nothing of this consumer's left to send there
                 self._finish_commit(node, self._commits[node])
-            if session.is_open and (node in self._commits or renewing or (acks and (node in buffered or not wanted))):
+            # acknowledgements wait for the next fetch (one round trip for both) unless a commit or a
+            # renewal wants them now, or no fetch goes to that broker any more
+            if session.is_open and (node in self._commits or renewing or (acks and not wanted)):
                 request = self._acknowledge_request(node, session.epoch, acks, renewing)
                 request.commit = self._commits.pop(node, None)
             elif wanted and node not in buffered:
@@ -319,7 +321,7 @@ class ShareFetcher:
         config = self.config
         body = Request(
             group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
+            max_wait_ms=0 if self._holding() else config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
             max_records=config.max_poll_records, batch_size=config.max_poll_records,
             share_acquire_mode=config.acquire_mode_code,
             topics=[Request.FetchTopic(topic_id=topic_id, partitions=[
@@ -330,6 +332,12 @@ class ShareFetcher:
             forgotten_topics_data=[Request.ForgottenTopic(topic_id=topic_id, partitions=[p for p, _ in parts])
                                    for topic_id, parts in _by_topic(forgotten)])
         return ShareRequest(node, body, acks, wanted)
+
+    def _holding(self) -> bool:
+        """Whether records handed out are still to be acknowledged. A fetch sent meanwhile does not wait
+        at the broker (MaxWait 0): the partition's window of record locks may be full of this member's
+        own records, and their acknowledgements cannot go until that fetch is answered."""
+        return any(not renewed for offsets in self._delivered.values() for renewed in offsets.values())
 
     def _acknowledge_request(self, node: int, epoch: int, acks: dict[TopicPartition, Acknowledgements],
                              renewing: bool = False) -> ShareRequest:
