@@ -15,7 +15,9 @@ the consumers' construction to the last record (wall), best of --repeats with th
   confluent-kafka's ShareConsumer (the 4 on threads of their own);
 * kafkawire's AsyncShareConsumer in explicit mode, acknowledging each record ACCEPT itself.
 
-The acknowledgement overhead per record is (share wall - classic wall) / records for one consumer.
+The acknowledgement overhead per record is (share wall - classic wall) / records for one consumer; the
+client cores' own CPU per record (the share fetcher fed made-up responses, against the classic
+consumer's CompletedFetch on the same batches, no broker) is printed beside it (``--core-only``: just that).
 Target: one kafkawire share consumer at least 0.5x kafkawire's classic records/s.
 The broker is ``kafkawire broker`` in a subprocess. This is a benchmark script, not a test.
 """
@@ -158,12 +160,63 @@ def share_confluent(bootstrap: str, records: int, members: int) -> float:
     return elapsed
 
 
+def core_cost(batches: int = 100, per_batch: int = MAX_POLL_RECORDS, value_size: int = 100) -> tuple[float, float]:
+    """CPU µs per record of the client's sans-IO cores alone, no broker: the share fetcher handed made-up
+    ShareFetch responses (one acquired range per batch) and polled, implicit mode (so acknowledging),
+    against the classic consumer's CompletedFetch on the same batches."""
+    import uuid
+
+    from kafkawire import messages as m
+    from kafkawire.client.core.consumer.completed_fetch import CompletedFetch
+    from kafkawire.client.core.consumer.memory import Lease, MemoryPool
+    from kafkawire.client.core.share.config import ShareConsumerConfig
+    from kafkawire.client.core.share.fetcher import ShareFetcher
+    from kafkawire.client.core.topic_partition import TopicPartition
+    from kafkawire.records import RecordBatchBuilder
+
+    value, topic_id, tp = os.urandom(value_size), uuid.uuid4(), TopicPartition(TOPIC, 0)
+    logs = []
+    for index in range(batches):
+        builder = RecordBatchBuilder(base_offset=index * per_batch)
+        for _ in range(per_batch):
+            builder.append(value, key=b"user-00000001")
+        logs.append(builder.build())
+    fetcher = ShareFetcher(ShareConsumerConfig(bootstrap_servers=("unused:9092",), group_id="core"), "member")
+    fetcher.set_topic_ids({TOPIC: topic_id})
+    fetcher.set_assignment({topic_id: (0,)})
+    fetcher.update_leaders({tp: 0})
+    Response = m.ShareFetchResponse
+    started = time.process_time()
+    for index, data in enumerate(logs):
+        (request,) = fetcher.prepare_requests()
+        first = index * per_batch
+        fetcher.handle_fetch_response(request, Response(responses=[Response.ShareFetchableTopicResponse(
+            topic_id=topic_id, partitions=[Response.PartitionData(partition_index=0, records=data, acquired_records=[
+                Response.AcquiredRecords(first_offset=first, last_offset=first + per_batch - 1, delivery_count=1)])])]))
+        for record in fetcher.poll(per_batch):
+            record.value  # noqa: B018
+    share = (time.process_time() - started) / (batches * per_batch) * 1e6
+    pool = MemoryPool(1 << 30)
+    started = time.process_time()
+    for index, data in enumerate(logs):
+        for record in CompletedFetch(tp, index * per_batch, data, Lease(pool, 0)).take(per_batch):
+            record.value  # noqa: B018
+    return share, (time.process_time() - started) / (batches * per_batch) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--core-only", action="store_true", help="only the client cores' CPU per record")
     args = parser.parse_args()
+    share_core, classic_core = min(core_cost() for _ in range(3))
+    core_line = (f"Client cores alone, CPU per record (best of 3): share fetcher {share_core:.2f} µs (records, "
+                 f"delivery counts, implicit acknowledgements), classic CompletedFetch {classic_core:.2f} µs.")
+    if args.core_only:
+        print(core_line)
+        return
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="share-bench-"))
     broker = BrokerProcess(workdir / "data", workdir / "broker.log", "--override", "share.auto.offset.reset=earliest")
@@ -199,6 +252,7 @@ def main() -> None:
     out += ["", f"Acknowledgement overhead per record, kafkawire (share x1 - classic): "
                 f"{(share - classic) / records * 1e6:.2f} µs implicit, {(explicit - classic) / records * 1e6:.2f} µs "
                 f"explicit; confluent-kafka: {(best['share x1: confluent-kafka ShareConsumer'] - best['classic: confluent-kafka Consumer']) / records * 1e6:.2f} µs."]
+    out += ["", core_line]
     ratio = classic / share
     print_targets(out, [(f"one kafkawire share consumer at least 0.5x classic records/s ({ratio:.2f}x)", ratio >= 0.5)],
                   started)

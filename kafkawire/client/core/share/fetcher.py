@@ -33,6 +33,7 @@ from kafkawire.messages import (
 from ...errors import KafkaConnectionError, error_for_code
 from ..cluster_metadata import METADATA_REFRESH_ERRORS
 from ..consumer.memory import Lease, MemoryPool
+from ..consumer.record import record_offset
 from ..group.protocol import error_name
 from ..topic_partition import TopicPartition
 from .acknowledgements import Acknowledgements
@@ -161,7 +162,11 @@ class ShareFetcher:
             if fetch.topic_partition not in self._assignment:
                 self._drop_first()
                 continue
-            out += fetch.take(max_records - len(out))
+            taken = fetch.take(max_records - len(out))
+            if taken:
+                out += taken
+                self._delivered.setdefault(fetch.topic_partition, {}).update(
+                    dict.fromkeys(map(record_offset, taken), False))
             if fetch.drained:
                 self._drop_first()
                 if fetch.failure is not None:
@@ -169,8 +174,6 @@ class ShareFetcher:
                         self.errors.append(fetch.failure)
                         break
                     raise fetch.failure
-        for record in out:
-            self._delivered.setdefault(record.topic_partition, {})[record.offset] = False
         return out
 
     def _drop_first(self) -> None:
