@@ -285,3 +285,20 @@ def test_the_config_insists_on_a_group_and_kafkas_modes():
     config = ShareConsumerConfig.from_properties({"group.id": "g", "share.acknowledgement.mode": "EXPLICIT",
                                                   "share.acquire.mode": "record_limit"})
     assert config.explicit and config.acquire_mode_code == 1
+
+
+def test_a_commit_waits_for_a_new_session_to_send_its_acknowledgements():
+    fetcher = _fetcher()
+    (opening,) = fetcher.prepare_requests()
+    _answer(fetcher, opening, [(0, 1, 1)], _batch(0, 2))
+    fetcher.poll(10)
+    (lost,) = fetcher.prepare_requests()  # (the next fetch; its connection fails)
+    fetcher.handle_failure(lost, ConnectionError("gone"))
+    commit = fetcher.commit()
+    (reopening,) = fetcher.prepare_requests()  # acknowledgements cannot open a session
+    assert reopening.is_fetch and reopening.body.share_session_epoch == 0 and not commit.done
+    _answer(fetcher, reopening)
+    (acknowledge,) = fetcher.prepare_requests()
+    assert not acknowledge.is_fetch and _acks(acknowledge) == [(0, 1, [ACCEPT])]
+    fetcher.handle_acknowledge_response(acknowledge, m.ShareAcknowledgeResponse())
+    assert commit.done and commit.results == {TP: None}

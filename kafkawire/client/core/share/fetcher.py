@@ -272,7 +272,7 @@ class ShareFetcher:
             acks = self._take_acks(node, session)
             wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
             renewing = any(a.has(AcknowledgeType.RENEW) for a in acks.values())
-            if node in self._commits and not acks:  # nothing of this consumer's left to send there
+            if node in self._commits and not acks and not self._pending_at(node):  # nothing left to send there
                 self._finish_commit(node, self._commits[node])
             # acknowledgements wait for the next fetch (one round trip for both) unless a commit or a
             # renewal wants them now, or no fetch goes to that broker any more
@@ -300,6 +300,9 @@ class ShareFetcher:
         for node, fetch in self._buffered:
             left[node] = left.get(node, 0) + fetch.remaining
         return {node for node, count in left.items() if count >= self.config.max_poll_records}
+
+    def _pending_at(self, node: int) -> bool:
+        return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
 
     def _take_acks(self, node: int, session: ShareSession) -> dict[TopicPartition, Acknowledgements]:
         """The pending acknowledgements of ``node``'s partitions (none before its session is open)."""
