@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .aio.consumer import AsyncConsumer, CommitCallback
 from .aio.producer import AsyncProducer, TopicRoute
@@ -48,6 +48,7 @@ __all__ = ["Producer", "Consumer", "ShareConsumer"]
 
 log = logging.getLogger(__name__)
 
+_Client = TypeVar("_Client")
 _CLOSE_MARGIN_S = 10.0  # past close's own timeout: stopping the sender and closing sockets
 _TASKS_STOP_S = 1.0  # a stopping loop's cancelled tasks: how long they get to end
 
@@ -94,6 +95,16 @@ class _LoopThread:
             coroutine.close()
             raise RuntimeError("a blocking client cannot be called from its own event loop")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def create(self, make: Callable[[], _Client]) -> _Client:
+        """Build a client on the loop (its futures and events bind to it); the thread stops if that fails."""
+        async def create() -> _Client:
+            return make()
+        try:
+            return self.run(create())
+        except BaseException:
+            self.stop()
+            raise
 
     def call(self, function, *args):
         """Run a plain function on the loop thread (it may touch the loop's objects) and return its result."""
@@ -245,14 +256,7 @@ class Consumer:
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-consumer")
-
-        async def create() -> AsyncConsumer:
-            return AsyncConsumer(config, **properties)
-        try:
-            self._consumer = self._thread.run(create())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._consumer = self._thread.create(lambda: AsyncConsumer(config, **properties))
         self.config = self._consumer.config
         # dropped without close(): leave the group and close at once, committing nothing
         self._thread.watch(self, functools.partial(self._consumer.close, False, 0), _CLOSE_MARGIN_S)
@@ -353,14 +357,7 @@ class ShareConsumer:
 
     def __init__(self, config: ShareConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-share-consumer")
-
-        async def create() -> AsyncShareConsumer:
-            return AsyncShareConsumer(config, **properties)
-        try:
-            self._consumer = self._thread.run(create())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._consumer = self._thread.create(lambda: AsyncShareConsumer(config, **properties))
         self.config = self._consumer.config
         # dropped without close(): leave at once (the broker releases what this member held)
         self._thread.watch(self, functools.partial(self._consumer.close, 0), _CLOSE_MARGIN_S)
