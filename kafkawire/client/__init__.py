@@ -9,6 +9,9 @@ The public names, loaded on first use:
 
 * ``AsyncProducer`` / ``AsyncConsumer`` (asyncio) and ``Producer`` / ``Consumer`` (blocking, on a
   loop thread of their own), with ``ProducerConfig`` / ``ConsumerConfig``.
+* ``AsyncShareConsumer`` / ``ShareConsumer`` (blocking): share groups (KIP-932, queues), with
+  ``ShareConsumerConfig``, the ``ShareConsumerRecord`` they hand out (a ConsumerRecord with its
+  ``delivery_count``) and ``AcknowledgeType`` (ACCEPT, RELEASE, REJECT, RENEW).
 * ``AsyncAdminClient`` / ``AdminClient`` (blocking, with futures as confluent-kafka's) and ``AdminConfig``;
   the types their calls take and return are in ``kafkawire.client.admin``.
 * What they hand out: ``RecordFuture`` (a sent record's outcome: awaitable, or ``result(timeout)``)
@@ -38,9 +41,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .aio.admin.client import AsyncAdminClient as AsyncAdminClient
     from .aio.consumer import AsyncConsumer as AsyncConsumer
+    from .aio.share_consumer import AsyncShareConsumer as AsyncShareConsumer
     from .aio.producer import AsyncProducer as AsyncProducer
     from .blocking import Consumer as Consumer
     from .blocking import Producer as Producer
+    from .blocking import ShareConsumer as ShareConsumer
     from .blocking_admin import AdminClient as AdminClient
     from .core.admin.config import AdminConfig as AdminConfig
     from .core.consumer.config import ConsumerConfig as ConsumerConfig
@@ -50,6 +55,9 @@ if TYPE_CHECKING:  # what __getattr__ loads, for type checkers
     from .core.producer.delivery import RecordMetadata as RecordMetadata
     from .core.group.protocol import OffsetAndMetadata as OffsetAndMetadata
     from .core.producer.config import ProducerConfig as ProducerConfig
+    from .core.share.config import ShareConsumerConfig as ShareConsumerConfig
+    from .core.share.record import AcknowledgeType as AcknowledgeType
+    from .core.share.record import ShareConsumerRecord as ShareConsumerRecord
     from .core.topic_partition import TopicPartition as TopicPartition
     from .errors import AuthenticationException as AuthenticationException
     from .errors import AuthorizationException as AuthorizationException
@@ -101,6 +109,9 @@ _EXPORTS = {
     "ConsumerRecord": "core.consumer.record",
     "TopicPartition": "core.topic_partition", "OffsetAndMetadata": "core.group.protocol",
     "ConsumerGroupMetadata": "core.group.consumer_group_metadata",
+    "AsyncShareConsumer": "aio.share_consumer", "ShareConsumer": "blocking",
+    "ShareConsumerConfig": "core.share.config", "ShareConsumerRecord": "core.share.record",
+    "AcknowledgeType": "core.share.record",
     "AdminClient": "blocking_admin", "AsyncAdminClient": "aio.admin.client", "AdminConfig": "core.admin.config",
     **dict.fromkeys(_ERRORS, "errors"),
 }

@@ -1,4 +1,4 @@
-"""Blocking Producer and Consumer for scripts: the asyncio clients on an event loop of their own,
+"""Blocking Producer, Consumer and ShareConsumer for scripts: the asyncio clients on an event loop of their own,
 in a background thread, behind the same method names.
 
 ::
@@ -29,22 +29,26 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .aio.consumer import AsyncConsumer, CommitCallback
 from .aio.producer import AsyncProducer, TopicRoute
+from .aio.share_consumer import AcknowledgementCommitCallback, AsyncShareConsumer
 from .core.consumer.config import ConsumerConfig
 from .core.consumer.record import ConsumerRecord
 from .core.group.consumer_group_metadata import ConsumerGroupMetadata
 from .core.group.protocol import OffsetAndMetadata
 from .core.producer.config import ProducerConfig
 from .core.producer.delivery import RecordFuture, RecordMetadata
+from .core.share.config import ShareConsumerConfig
+from .core.share.record import AcknowledgeType, ShareConsumerRecord
 from .core.topic_partition import TopicPartition
 
-__all__ = ["Producer", "Consumer"]
+__all__ = ["Producer", "Consumer", "ShareConsumer"]
 
 log = logging.getLogger(__name__)
 
+_Client = TypeVar("_Client")
 _CLOSE_MARGIN_S = 10.0  # past close's own timeout: stopping the sender and closing sockets
 _TASKS_STOP_S = 1.0  # a stopping loop's cancelled tasks: how long they get to end
 
@@ -91,6 +95,16 @@ class _LoopThread:
             coroutine.close()
             raise RuntimeError("a blocking client cannot be called from its own event loop")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def create(self, make: Callable[[], _Client]) -> _Client:
+        """Build a client on the loop (its futures and events bind to it); the thread stops if that fails."""
+        async def create() -> _Client:
+            return make()
+        try:
+            return self.run(create())
+        except BaseException:
+            self.stop()
+            raise
 
     def call(self, function, *args):
         """Run a plain function on the loop thread (it may touch the loop's objects) and return its result."""
@@ -242,14 +256,7 @@ class Consumer:
 
     def __init__(self, config: ConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
         self._thread = _LoopThread("kafkawire-consumer")
-
-        async def create() -> AsyncConsumer:
-            return AsyncConsumer(config, **properties)
-        try:
-            self._consumer = self._thread.run(create())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._consumer = self._thread.create(lambda: AsyncConsumer(config, **properties))
         self.config = self._consumer.config
         # dropped without close(): leave the group and close at once, committing nothing
         self._thread.watch(self, functools.partial(self._consumer.close, False, 0), _CLOSE_MARGIN_S)
@@ -335,6 +342,73 @@ class Consumer:
             self._thread.stop()
 
     def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ShareConsumer:
+    """A blocking facade over AsyncShareConsumer (same settings and method names). The acknowledgement
+    commit callback runs on the client's loop thread, while ``poll``, ``commit_sync``, ``commit_async``
+    or ``close`` waits for it, as confluent-kafka runs it within those calls."""
+
+    config: ShareConsumerConfig
+
+    def __init__(self, config: ShareConsumerConfig | Mapping[str, Any] | None = None, **properties: Any) -> None:
+        self._thread = _LoopThread("kafkawire-share-consumer")
+        self._consumer = self._thread.create(lambda: AsyncShareConsumer(config, **properties))
+        self.config = self._consumer.config
+        # dropped without close(): leave at once (the broker releases what this member held)
+        self._thread.watch(self, functools.partial(self._consumer.close, 0), _CLOSE_MARGIN_S)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._thread.call(self._consumer.subscribe, list(topics))
+
+    def unsubscribe(self) -> None:
+        self._thread.call(self._consumer.unsubscribe)
+
+    def subscription(self) -> set[str]:
+        return self._thread.call(self._consumer.subscription)
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._thread.call(self._consumer.assignment)
+
+    def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
+        self._thread.call(self._consumer.set_acknowledgement_commit_callback, callback)
+
+    def poll(self, timeout_ms: float = 0) -> list[ShareConsumerRecord]:
+        return self._thread.run(self._consumer.poll(timeout_ms))
+
+    def acknowledge(self, record: ShareConsumerRecord, type: AcknowledgeType | int = AcknowledgeType.ACCEPT) -> None:
+        self._thread.call(self._consumer.acknowledge, record, type)
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int,
+                           type: AcknowledgeType | int = AcknowledgeType.ACCEPT) -> None:
+        self._thread.call(self._consumer.acknowledge_offset, topic, partition, offset, type)
+
+    def commit_sync(self, timeout_ms: float | None = None) -> dict[TopicPartition, Exception | None]:
+        return self._thread.run(self._consumer.commit_sync(timeout_ms))
+
+    def commit_async(self) -> concurrent.futures.Future[dict[TopicPartition, Exception | None]]:
+        return self._thread.call(lambda: _chain(self._consumer.commit_async()))
+
+    def metrics(self) -> dict[str, float]:
+        return self._thread.call(self._consumer.metrics)
+
+    def close(self, timeout_ms: float | None = None) -> None:
+        """AsyncShareConsumer.close on the loop; bounded even if that hangs (its timeout plus a margin)."""
+        if self._thread.loop.is_closed():
+            return
+        bound = (self.config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000 + _CLOSE_MARGIN_S
+        try:
+            self._thread.run(self._consumer.close(timeout_ms), bound)
+        except TimeoutError:
+            log.error("the share consumer did not close within %.1f s; stopping its thread regardless", bound)
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> ShareConsumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
