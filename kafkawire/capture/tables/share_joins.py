@@ -53,6 +53,18 @@ class _ShareJoin(Join):
         return (request.connection, request.client, request.broker, request.client_id, request.correlation_id,
                 request.api_version, group, member, epoch)
 
+    def partitions(self) -> tuple[list, list]:
+        """The request's and the response's partition items (``topic_items``: both name topics by id)."""
+        names = self.batcher.topic_names
+        request_items = response_items = []
+        if self.request_body is not None:
+            request_items = topic_items(self.request_body.topics, None, "topic_id", "partitions", "partition_index",
+                                        names)
+        if self.response_body is not None and self.response is not None:
+            response_items = topic_items(self.response_body.responses, None, "topic_id", "partitions",
+                                         "partition_index", names)
+        return request_items, response_items
+
     def acknowledgements(self, request_items: list, response_items: list, error_of) -> None:
         """A row per acknowledgement run of each request partition; ``error_of(partition struct)`` is the
         response partition's acknowledgement error code."""
@@ -78,16 +90,9 @@ class ShareFetchJoin(_ShareJoin):
     REQUEST, RESPONSE, API_NAME = "ShareFetchRequest", "ShareFetchResponse", "ShareFetch"
 
     def run(self) -> None:
-        names = self.batcher.topic_names
-        request_items = response_items = []
-        if self.request_body is not None:
-            request_items = topic_items(self.request_body.topics, None, "topic_id", "partitions", "partition_index",
-                                        names)
-        response, frame = self.response_body, self.response
-        if response is not None and frame is not None:
-            response_items = topic_items(response.responses, None, "topic_id", "partitions", "partition_index",
-                                         names)
+        request_items, response_items = self.partitions()
         self.acknowledgements(request_items, response_items, lambda p: p.acknowledge_error_code)
+        response, frame = self.response_body, self.response
         if response is None or frame is None:
             return
         table = self.batcher.tables.get("share_acquisitions")
@@ -106,12 +111,4 @@ class ShareAcknowledgeJoin(_ShareJoin):
     REQUEST, RESPONSE, API_NAME = "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareAcknowledge"
 
     def run(self) -> None:
-        names = self.batcher.topic_names
-        request_items = response_items = []
-        if self.request_body is not None:
-            request_items = topic_items(self.request_body.topics, None, "topic_id", "partitions", "partition_index",
-                                        names)
-        if self.response_body is not None:
-            response_items = topic_items(self.response_body.responses, None, "topic_id", "partitions",
-                                         "partition_index", names)
-        self.acknowledgements(request_items, response_items, lambda p: p.error_code)
+        self.acknowledgements(*self.partitions(), lambda p: p.error_code)
