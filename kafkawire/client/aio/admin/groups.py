@@ -22,7 +22,7 @@ from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
 from ...errors import KafkaError
 from ..connection import BrokerConnection
-from .calls import AdminCalls, unique
+from .calls import AdminPart, unique
 from .router import GROUP
 
 __all__ = ["GroupAdmin"]
@@ -30,7 +30,7 @@ __all__ = ["GroupAdmin"]
 _CONSUMER_GROUP_DESCRIBE = ConsumerGroupDescribeRequest.API_KEY
 
 
-class GroupAdmin(AdminCalls):
+class GroupAdmin(AdminPart):
     """list/describe/delete_consumer_groups and list/alter/delete_consumer_group_offsets."""
 
     def _node(self, node_id: int) -> Node:
@@ -61,7 +61,7 @@ class GroupAdmin(AdminCalls):
                     found[node] = listed
             return found
         nodes = await self._router.broker_ids()
-        outcomes = await self._router.run(nodes, attempt, self._timeout_ms(request_timeout), "list_consumer_groups")
+        outcomes = await self._router.run(nodes, attempt, self._calls.timeout_ms(request_timeout), "list_consumer_groups")
         valid: list[ConsumerGroupListing] = []
         errors: list[Exception] = []
         for outcome in outcomes.values():
@@ -92,7 +92,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(unique(group_ids, "group id"), attempt, self._calls.timeout_ms(request_timeout),
                                       "describe_consumer_groups")
 
     async def delete_consumer_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None
@@ -105,7 +105,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(unique(group_ids, "group id"), attempt, self._calls.timeout_ms(request_timeout),
                                       "delete_consumer_groups")
 
     async def list_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
@@ -128,7 +128,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "list_consumer_group_offsets")
 
     async def alter_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
@@ -156,7 +156,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "alter_consumer_group_offsets")
 
     async def delete_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
@@ -184,7 +184,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "delete_consumer_group_offsets")
 
 

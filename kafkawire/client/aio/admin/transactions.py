@@ -13,13 +13,13 @@ from ...core.admin.errors import outcome_of
 from ...core.admin.transactions import TransactionListing
 from ...errors import KafkaError
 from ..connection import BrokerConnection
-from .calls import AdminCalls, unique
+from .calls import AdminPart, unique
 from .router import TRANSACTION
 
 __all__ = ["TransactionAdmin"]
 
 
-class TransactionAdmin(AdminCalls):
+class TransactionAdmin(AdminPart):
     """describe_transactions and list_transactions."""
 
     async def describe_transactions(self, transactional_ids: Sequence[str], *,
@@ -33,7 +33,7 @@ class TransactionAdmin(AdminCalls):
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(TRANSACTION, pending, send)
         return await self._router.run(unique(transactional_ids, "transactional id"), attempt,
-                                      self._timeout_ms(request_timeout), "describe_transactions")
+                                      self._calls.timeout_ms(request_timeout), "describe_transactions")
 
     async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                                 duration_ms: int | None = None, transactional_id_pattern: str | None = None,
@@ -55,7 +55,7 @@ class TransactionAdmin(AdminCalls):
                                if isinstance(listed, KafkaError) else listed)
             return found
         nodes = await self._router.broker_ids()
-        outcomes = await self._router.run(nodes, attempt, self._timeout_ms(request_timeout), "list_transactions")
+        outcomes = await self._router.run(nodes, attempt, self._calls.timeout_ms(request_timeout), "list_transactions")
         listings: list[TransactionListing] = []
         for outcome in outcomes.values():
             if isinstance(outcome, BaseException):
