@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from ...core.admin.topics import Node
 from .router import AdminRouter
 
 __all__ = ["AdminCalls", "AdminPart", "part_call", "unique", "raise_or"]
@@ -54,6 +55,14 @@ class AdminCalls:
         if operation_timeout < 0:
             raise ValueError(f"operation_timeout must be at least 0 seconds, not {operation_timeout}")
         return int(operation_timeout * 1000)
+
+    def node(self, node_id: int) -> Node:
+        """The broker ``node_id`` (a group's coordinator, say) as descriptions name it."""
+        known = self.router.nodes().get(node_id)
+        if known is not None:
+            return known
+        host, port = self.router.connections.brokers.get(node_id, ("", -1))
+        return Node(node_id, host, port)
 
     async def send_any(self, request: Any, min_version: int | None = None) -> Any:
         """``request`` to any broker, at the highest version both speak (at least ``min_version``)."""

@@ -18,7 +18,8 @@ broker(s) and the last cause), or an AuthenticationException.
 Each request goes to the broker that can answer it, and retriable errors are retried until the call's
 ``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, objects the client
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
-consumer groups (``groups``), transactions (``transactions``), ACLs and SCRAM users (``security``).
+consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
+and SCRAM users (``security``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
 that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
@@ -35,6 +36,7 @@ from .groups import GroupAdmin
 from .partitions import PartitionAdmin
 from .router import AdminRouter
 from .security import SecurityAdmin
+from .share_groups import ShareGroupAdmin
 from .topics import TopicAdmin
 from .transactions import TransactionAdmin
 
@@ -54,6 +56,7 @@ class AsyncAdminClient:
         self._topics = TopicAdmin(calls)
         self._partitions = PartitionAdmin(calls)
         self._groups = GroupAdmin(calls)
+        self._share_groups = ShareGroupAdmin(calls)
         self._transactions = TransactionAdmin(calls)
         self._security = SecurityAdmin(calls)
 
@@ -78,6 +81,13 @@ class AsyncAdminClient:
     list_consumer_group_offsets = part_call("_groups", GroupAdmin.list_consumer_group_offsets)
     alter_consumer_group_offsets = part_call("_groups", GroupAdmin.alter_consumer_group_offsets)
     delete_consumer_group_offsets = part_call("_groups", GroupAdmin.delete_consumer_group_offsets)
+
+    list_share_groups = part_call("_share_groups", ShareGroupAdmin.list_share_groups)
+    describe_share_groups = part_call("_share_groups", ShareGroupAdmin.describe_share_groups)
+    delete_share_groups = part_call("_share_groups", ShareGroupAdmin.delete_share_groups)
+    list_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.list_share_group_offsets)
+    alter_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.alter_share_group_offsets)
+    delete_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.delete_share_group_offsets)
 
     describe_transactions = part_call("_transactions", TransactionAdmin.describe_transactions)
     list_transactions = part_call("_transactions", TransactionAdmin.list_transactions)

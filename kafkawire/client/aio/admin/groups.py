@@ -17,7 +17,6 @@ from ...core.admin.groups import (
     ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType,
     ListConsumerGroupsResult,
 )
-from ...core.admin.topics import Node
 from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
 from ...errors import KafkaError
@@ -32,13 +31,6 @@ _CONSUMER_GROUP_DESCRIBE = ConsumerGroupDescribeRequest.API_KEY
 
 class GroupAdmin(AdminPart):
     """list/describe/delete_consumer_groups and list/alter/delete_consumer_group_offsets."""
-
-    def _node(self, node_id: int) -> Node:
-        known = self._router.nodes().get(node_id)
-        if known is not None:
-            return known
-        host, port = self._router.connections.brokers.get(node_id, ("", -1))
-        return Node(node_id, host, port)
 
     async def list_consumer_groups(self, *, states: Iterable[ConsumerGroupState] = (),
                                    types: Iterable[ConsumerGroupType] = (),
@@ -76,7 +68,7 @@ class GroupAdmin(AdminPart):
         """``{group id: ConsumerGroupDescription or exception}``: KIP-848 groups by ConsumerGroupDescribe
         where the coordinator serves it, classic groups by DescribeGroups."""
         async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
-            coordinator = self._node(node)
+            coordinator = self._calls.node(node)
             outcomes: dict[str, object] = {}
             classic = batch
             if _CONSUMER_GROUP_DESCRIBE in connection.api_versions:
