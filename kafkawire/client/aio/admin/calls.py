@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
+from kafkawire import messages
+
+from ...core.admin.errors import outcome_of
 from ...core.admin.topics import Node
+from ...errors import KafkaError
 from .router import AdminRouter
 
 __all__ = ["AdminCalls", "AdminPart", "part_call", "unique", "raise_or"]
@@ -63,6 +67,31 @@ class AdminCalls:
             return known
         host, port = self.router.connections.brokers.get(node_id, ("", -1))
         return Node(node_id, host, port)
+
+    async def on_every_broker(self, api_key: int, build: Callable[[int], Any], read: Callable[[Any], Any],
+                              request_timeout: float | None, what: str) -> tuple[list[Any], list[Exception]]:
+        """``build(version)`` sent to every broker (a listing: ListGroups, ListTransactions), each answer
+        ``read`` into a list or the broker's KafkaError: every broker's items, and the errors of those that
+        could not answer (retriable ones retried until the call's timeout)."""
+        async def attempt(nodes: list[int]) -> dict[int, object]:
+            found: dict[int, object] = {}
+            for node in nodes:
+                connection = await self.router.connection(node)
+                version = connection.api_version(api_key)
+                listed = read(await connection.send(build(version), version))
+                found[node] = (outcome_of(listed.code, None, f"{messages.api(api_key).name} on broker {node}",
+                                          coordinator=True) if isinstance(listed, KafkaError) else listed)
+            return found
+        outcomes = await self.router.run(await self.router.broker_ids(), attempt, self.timeout_ms(request_timeout),
+                                         what)
+        items: list[Any] = []
+        errors: list[Exception] = []
+        for outcome in outcomes.values():
+            if isinstance(outcome, Exception):
+                errors.append(outcome)
+            else:
+                items.extend(cast("list[Any]", outcome))
+        return items, errors
 
     async def send_any(self, request: Any, min_version: int | None = None) -> Any:
         """``request`` to any broker, at the highest version both speak (at least ``min_version``)."""

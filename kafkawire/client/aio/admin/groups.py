@@ -4,7 +4,6 @@ it moves), built and read by ``core.admin_groups``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import cast
 
 from kafkawire.messages import (
     ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
@@ -12,14 +11,11 @@ from kafkawire.messages import (
 )
 
 from ...core.admin import groups
-from ...core.admin.errors import outcome_of
 from ...core.admin.groups import (
-    ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType,
-    ListConsumerGroupsResult,
+    ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, ListConsumerGroupsResult,
 )
 from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
-from ...errors import KafkaError
 from ..connection import BrokerConnection
 from .calls import AdminPart, unique
 from .router import GROUP
@@ -38,29 +34,9 @@ class GroupAdmin(AdminPart):
         """The consumer groups of every broker (ListGroups to each), optionally only those in ``states`` or
         of ``types`` (CLASSIC, CONSUMER); a broker that could not answer is in ``errors``."""
         states, types = list(states), list(types)
-
-        async def attempt(nodes: list[int]) -> dict[int, object]:
-            found: dict[int, object] = {}
-            for node in nodes:
-                connection = await self._router.connection(node)
-                version = connection.api_version(ListGroupsRequest.API_KEY)
-                request = groups.list_groups_request(version, states, types)
-                response = await connection.send(request, version)
-                listed = groups.read_list_groups(response)
-                if isinstance(listed, KafkaError):
-                    found[node] = outcome_of(listed.code, None, f"ListGroups on broker {node}", coordinator=True)
-                else:
-                    found[node] = listed
-            return found
-        nodes = await self._router.broker_ids()
-        outcomes = await self._router.run(nodes, attempt, self._calls.timeout_ms(request_timeout), "list_consumer_groups")
-        valid: list[ConsumerGroupListing] = []
-        errors: list[Exception] = []
-        for outcome in outcomes.values():
-            if isinstance(outcome, Exception):
-                errors.append(outcome)
-            else:
-                valid.extend(cast("list[ConsumerGroupListing]", outcome))
+        valid, errors = await self._calls.on_every_broker(
+            ListGroupsRequest.API_KEY, lambda version: groups.list_groups_request(version, states, types),
+            groups.read_list_groups, request_timeout, "list_consumer_groups")
         return ListConsumerGroupsResult(tuple(valid), tuple(errors))
 
     async def describe_consumer_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None,

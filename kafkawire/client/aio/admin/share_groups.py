@@ -4,7 +4,7 @@ with FindCoordinator, found again when it moves), built and read by ``core.admin
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from kafkawire.messages import (
     AlterShareGroupOffsetsRequest, DeleteGroupsRequest, DeleteShareGroupOffsetsRequest,
@@ -12,11 +12,9 @@ from kafkawire.messages import (
 )
 
 from ...core.admin import groups, share_groups
-from ...core.admin.errors import outcome_of
 from ...core.admin.groups import ConsumerGroupState
-from ...core.admin.share_groups import ListShareGroupsResult, ShareGroupListing
+from ...core.admin.share_groups import ListShareGroupsResult
 from ...core.topic_partition import TopicPartition
-from ...errors import KafkaError
 from ..connection import BrokerConnection
 from .calls import AdminPart, raise_or, unique
 from .router import GROUP
@@ -32,26 +30,9 @@ class ShareGroupAdmin(AdminPart):
         """The share groups of every broker (ListGroups of the type "share" to each), optionally only those in
         ``states`` (EMPTY, STABLE); a broker that could not answer is in ``errors``."""
         states = list(states)
-
-        async def attempt(nodes: list[int]) -> dict[int, object]:
-            found: dict[int, object] = {}
-            for node in nodes:
-                connection = await self._router.connection(node)
-                version = connection.api_version(ListGroupsRequest.API_KEY)
-                response = await connection.send(share_groups.list_share_groups_request(version, states), version)
-                listed = share_groups.read_list_share_groups(response)
-                found[node] = (outcome_of(listed.code, None, f"ListGroups on broker {node}", coordinator=True)
-                               if isinstance(listed, KafkaError) else listed)
-            return found
-        nodes = await self._router.broker_ids()
-        outcomes = await self._router.run(nodes, attempt, self._calls.timeout_ms(request_timeout), "list_share_groups")
-        valid: list[ShareGroupListing] = []
-        errors: list[Exception] = []
-        for outcome in outcomes.values():
-            if isinstance(outcome, Exception):
-                errors.append(outcome)
-            else:
-                valid.extend(cast("list[ShareGroupListing]", outcome))
+        valid, errors = await self._calls.on_every_broker(
+            ListGroupsRequest.API_KEY, lambda version: share_groups.list_share_groups_request(version, states),
+            share_groups.read_list_share_groups, request_timeout, "list_share_groups")
         return ListShareGroupsResult(tuple(valid), tuple(errors))
 
     async def describe_share_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None,
