@@ -17,10 +17,10 @@ from ...core.admin.groups import (
 from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
 from ..connection import BrokerConnection
-from .calls import AdminPart, unique
+from .calls import AdminCalls, AdminPart, unique
 from .router import GROUP
 
-__all__ = ["GroupAdmin"]
+__all__ = ["GroupAdmin", "delete_groups"]
 
 _CONSUMER_GROUP_DESCRIBE = ConsumerGroupDescribeRequest.API_KEY
 
@@ -67,14 +67,7 @@ class GroupAdmin(AdminPart):
                                      ) -> dict[str, object]:
         """Delete empty groups and their offsets: ``{group id: None or exception}`` (NON_EMPTY_GROUP while
         members remain, GROUP_ID_NOT_FOUND)."""
-        async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
-            version = connection.api_version(DeleteGroupsRequest.API_KEY)
-            return groups.read_delete_groups(await connection.send(groups.delete_groups_request(batch), version))
-
-        async def attempt(pending: list[str]) -> dict[str, object]:
-            return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._calls.timeout_ms(request_timeout),
-                                      "delete_consumer_groups")
+        return await delete_groups(self._calls, group_ids, request_timeout, "delete_consumer_groups")
 
     async def list_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
                                           require_stable: bool = False, request_timeout: float | None = None
@@ -156,3 +149,13 @@ class GroupAdmin(AdminPart):
                                       "delete_consumer_group_offsets")
 
 
+async def delete_groups(calls: AdminCalls, group_ids: Sequence[str], request_timeout: float | None,
+                        what: str) -> dict[str, object]:
+    """DeleteGroups to each group's coordinator (of consumer groups and share groups alike)."""
+    async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
+        version = connection.api_version(DeleteGroupsRequest.API_KEY)
+        return groups.read_delete_groups(await connection.send(groups.delete_groups_request(batch), version))
+
+    async def attempt(pending: list[str]) -> dict[str, object]:
+        return await calls.router.per_coordinator(GROUP, pending, send)
+    return await calls.router.run(unique(group_ids, "group id"), attempt, calls.timeout_ms(request_timeout), what)

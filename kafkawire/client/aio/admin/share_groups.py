@@ -7,16 +7,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkawire.messages import (
-    AlterShareGroupOffsetsRequest, DeleteGroupsRequest, DeleteShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest, ListGroupsRequest,
 )
 
-from ...core.admin import groups, share_groups
+from ...core.admin import share_groups
 from ...core.admin.groups import ConsumerGroupState
 from ...core.admin.share_groups import ListShareGroupsResult
 from ...core.topic_partition import TopicPartition
 from ..connection import BrokerConnection
 from .calls import AdminPart, raise_or, unique
+from .groups import delete_groups
 from .router import GROUP
 
 __all__ = ["ShareGroupAdmin"]
@@ -52,14 +53,7 @@ class ShareGroupAdmin(AdminPart):
                                   ) -> dict[str, object]:
         """Delete empty share groups and their share partitions' state: ``{group id: None or exception}``
         (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND)."""
-        async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
-            version = connection.api_version(DeleteGroupsRequest.API_KEY)
-            return groups.read_delete_groups(await connection.send(groups.delete_groups_request(batch), version))
-
-        async def attempt(pending: list[str]) -> dict[str, object]:
-            return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._calls.timeout_ms(request_timeout),
-                                      "delete_share_groups")
+        return await delete_groups(self._calls, group_ids, request_timeout, "delete_share_groups")
 
     async def list_share_group_offsets(self, group_specs: Mapping[str, Iterable[TopicPartition] | None], *,
                                        request_timeout: float | None = None) -> dict[str, object]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from kafkawire.error_codes import ErrorCode
 from kafkawire.messages import (
@@ -26,6 +27,8 @@ __all__ = ["SHARE_GROUP_TYPE", "ShareGroupListing", "ListShareGroupsResult", "Sh
            "describe_share_group_offsets_request", "read_describe_share_group_offsets",
            "alter_share_group_offsets_request", "read_alter_share_group_offsets",
            "delete_share_group_offsets_request", "read_delete_share_group_offsets"]
+
+K = TypeVar("K")
 
 SHARE_GROUP_TYPE = "share"  # ListGroups' group type and protocol type of share groups
 _LIST_GROUPS_TYPES_VERSION = 5  # the first ListGroups with TypesFilter (KIP-848)
@@ -175,24 +178,28 @@ def alter_share_group_offsets_request(group_id: str, offsets: Mapping[TopicParti
         topic_name=topic, partitions=partitions) for topic, partitions in topics.items()])
 
 
+def _per_resource(group_id: str, code: int, message: str | None, wanted: Iterable[K],
+                  answered: Mapping[K, Any]) -> Retry | dict[K, object]:
+    """Each wanted resource's outcome from its ``answered`` entry (error_code, error_message): None or its
+    error; the group's error (``code``, such as NON_EMPTY_GROUP) for each; or a Retry for the group."""
+    top = outcome_of(code, message, f"group {group_id!r}", coordinator=True)
+    if isinstance(top, Retry):
+        return top
+    found: dict[K, object] = {}
+    for key in wanted:
+        entry = answered.get(key)
+        found[key] = (top if top is not None
+                      else error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "not in the answer", key) if entry is None
+                      else error_for(entry.error_code, entry.error_message, f"group {group_id!r}: {key}")
+                      if entry.error_code else None)
+    return found
+
+
 def read_alter_share_group_offsets(response: AlterShareGroupOffsetsResponse, group_id: str,
                                    partitions: Iterable[TopicPartition]) -> Retry | dict[TopicPartition, object]:
     """partition -> None or its error (the group's, such as NON_EMPTY_GROUP, for each); or a Retry."""
-    wanted = list(partitions)
-    top = outcome_of(response.error_code, response.error_message, f"group {group_id!r}", coordinator=True)
-    if isinstance(top, Retry):
-        return top
-    if top is not None:
-        return dict.fromkeys(wanted, top)
-    answered = {TopicPartition(t.topic_name, p.partition_index): p
-                for t in response.responses for p in t.partitions}
-    found: dict[TopicPartition, object] = {}
-    for tp in wanted:
-        p = answered.get(tp)
-        found[tp] = (error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", tp) if p is None
-                     else error_for(p.error_code, p.error_message, f"group {group_id!r} partition {tp}")
-                     if p.error_code else None)
-    return found
+    answered = {TopicPartition(t.topic_name, p.partition_index): p for t in response.responses for p in t.partitions}
+    return _per_resource(group_id, response.error_code, response.error_message, partitions, answered)
 
 
 def delete_share_group_offsets_request(group_id: str, topics: Sequence[str]) -> DeleteShareGroupOffsetsRequest:
@@ -204,17 +211,5 @@ def delete_share_group_offsets_request(group_id: str, topics: Sequence[str]) -> 
 def read_delete_share_group_offsets(response: DeleteShareGroupOffsetsResponse, group_id: str,
                                     topics: Iterable[str]) -> Retry | dict[str, object]:
     """topic -> None or its error (the group's, such as NON_EMPTY_GROUP, for each); or a Retry."""
-    wanted = list(topics)
-    top = outcome_of(response.error_code, response.error_message, f"group {group_id!r}", coordinator=True)
-    if isinstance(top, Retry):
-        return top
-    if top is not None:
-        return dict.fromkeys(wanted, top)
     answered = {t.topic_name: t for t in response.responses}
-    found: dict[str, object] = {}
-    for topic in wanted:
-        t = answered.get(topic)
-        found[topic] = (error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the topic", topic) if t is None
-                        else error_for(t.error_code, t.error_message, f"group {group_id!r} topic {topic!r}")
-                        if t.error_code else None)
-    return found
+    return _per_resource(group_id, response.error_code, response.error_message, topics, answered)
