@@ -46,10 +46,7 @@ class SharedBroker:
     def __init__(self, cluster: KafkaTestCluster) -> None:
         self.cluster = cluster
         (node,) = cluster.node_ids
-        self.broker: Broker = cluster.call(self._node(node))
-
-    async def _node(self, node: int) -> Broker:
-        return self.cluster.cluster.broker(node)
+        self.broker: Broker = cluster.cluster.broker(node)
 
     @property
     def bootstrap(self) -> str:
