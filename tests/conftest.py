@@ -1,5 +1,6 @@
-"""Shared fixtures: packages of codecs generated on the fly from a directory of specs, and ``processes``
-(brokers as real processes, killed after the test: ``broker_process``)."""
+"""Shared fixtures: packages of codecs generated on the fly from a directory of specs, ``processes``
+(brokers as real processes, killed after the test: ``broker_process``) and ``shared_broker`` (the pytest
+plugin's session broker, for every module that needs no broker of its own)."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,14 @@ import pytest
 
 from support.broker_process import processes  # noqa: F401 (a fixture, for every test module)
 from codegen.generate import generate, write
+from support.broker_harness import SharedBroker
 from support.paths import UPSTREAM_SPECS
+
+
+@pytest.fixture(scope="session")
+def shared_broker(kafka_broker_session):
+    """The plugin's ``kafka_broker_session`` as a SharedBroker: one broker for the session's modules."""
+    return SharedBroker(kafka_broker_session)
 
 
 @pytest.fixture(scope="session")

@@ -134,10 +134,6 @@ class TopicManager:
             return None
         return topic.partitions[partition]
 
-    def effective_configs(self, topic: Topic) -> dict[str, str]:
-        """Every topic config this broker understands, by Kafka name, as the topic's logs apply them."""
-        return self.configs.effective(topic.configs)
-
     def all_logs(self) -> Iterator[tuple[Topic, int, PartitionLog]]:
         for topic in self.topics.values():
             for index, log in enumerate(topic.partitions):

@@ -24,6 +24,9 @@ from .core.admin.scram import (
     ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
+from .core.admin.share_groups import (
+    ListShareGroupsResult, ShareGroupDescription, ShareGroupListing, ShareMemberDescription, SharePartitionOffsetInfo,
+)
 from .core.admin.topics import (
     DescribeClusterResult, NewPartitions, NewTopic, Node, TopicDescription, TopicPartitionInfo,
 )
@@ -38,6 +41,8 @@ __all__ = [
     "OffsetSpec", "IsolationLevel", "ListOffsetsResultInfo", "DeletedRecords", "ProducerState",
     "ConsumerGroupState", "ConsumerGroupType", "ConsumerGroupListing", "ListConsumerGroupsResult",
     "ConsumerGroupDescription", "MemberDescription", "MemberAssignment", "ConsumerGroupTopicPartitions",
+    "ShareGroupListing", "ListShareGroupsResult", "ShareGroupDescription", "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
     "TransactionDescription", "TransactionListing",
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPermissionType", "ResourceType", "ResourcePatternType",
     "ScramMechanism", "ScramCredentialInfo", "UserScramCredentialsDescription", "UserScramCredentialUpsertion",

@@ -169,6 +169,28 @@ class AdminClient:
         return self._per_key([r.group_id for r in requests],
                              self._admin.delete_consumer_group_offsets(requests, **options))
 
+    # ---- share groups (KIP-932), under Java Admin's names ------------------------------------------------------
+    def list_share_groups(self, **options: Any) -> Future:
+        return self._start(self._admin.list_share_groups(**options))
+
+    def describe_share_groups(self, group_ids: Sequence[str], **options: Any) -> dict[str, Future]:
+        return self._per_key(group_ids, self._admin.describe_share_groups(group_ids, **options))
+
+    def delete_share_groups(self, group_ids: Sequence[str], **options: Any) -> dict[str, Future]:
+        return self._per_key(group_ids, self._admin.delete_share_groups(group_ids, **options))
+
+    def list_share_group_offsets(self, group_specs: Mapping[str, Iterable[TopicPartition] | None],
+                                 **options: Any) -> dict[str, Future]:
+        return self._per_key(group_specs, self._admin.list_share_group_offsets(group_specs, **options))
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
+                                  **options: Any) -> dict[TopicPartition, Future]:
+        return self._per_key(offsets, self._admin.alter_share_group_offsets(group_id, offsets, **options),
+                             TopicPartition._make)
+
+    def delete_share_group_offsets(self, group_id: str, topics: Sequence[str], **options: Any) -> dict[str, Future]:
+        return self._per_key(topics, self._admin.delete_share_group_offsets(group_id, topics, **options))
+
     # ---- transactions -----------------------------------------------------------------------------------
     def describe_transactions(self, transactional_ids: Sequence[str], **options: Any) -> dict[str, Future]:
         return self._per_key(transactional_ids, self._admin.describe_transactions(transactional_ids, **options))

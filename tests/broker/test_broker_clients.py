@@ -12,17 +12,14 @@ from collections import defaultdict
 
 import pytest
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import BrokerThread, own_broker
 
 RECORDS = 10_000
 PARTITIONS = 4
 TIMEOUT = 60
 
 
-@pytest.fixture
-def broker(tmp_path):
-    with BrokerThread(data_dir=tmp_path / "data", num_partitions=PARTITIONS) as running:
-        yield running
+broker = own_broker("function", num_partitions=PARTITIONS)  # a broker per test: tests reuse topic names
 
 
 def _values(prefix: str, count: int, start: int = 0) -> list[tuple[bytes, bytes]]:

@@ -11,7 +11,7 @@ import pytest
 from kafkawire import messages as m
 from kafkawire.records import RecordBatchBuilder
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import RawClient, own_broker
 from support.broker_wire import batch_of, create_topic, fetch, produce
 
 pytest.importorskip("prometheus_client")
@@ -27,10 +27,7 @@ def scrape(broker) -> dict[str, float]:
     return samples
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("metrics"), metrics_port=0, request_log=True) as running:
-        yield running
+broker = own_broker(metrics_port=0, request_log=True)
 
 
 def test_traffic_is_counted_per_topic_and_api(broker):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient, own_broker
 from kafkawire.client import (
     AsyncConsumer, AsyncProducer, BufferExhausted, Consumer, CorruptRecordException, KafkaConnectionError, Producer,
     RequestTimedOut, TopicPartition,
@@ -32,10 +32,7 @@ PARTITIONS = 6
 TIMEOUT_S = 30
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("client-broker"), num_partitions=PARTITIONS) as running:
-        yield running
+broker = own_broker(num_partitions=PARTITIONS)
 
 
 def run(coroutine, timeout: float = TIMEOUT_S):

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from support.broken_broker import BrokenBroker
-from support.broker_harness import BrokerThread
 from kafkawire import messages
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.testing.fuzz import Fuzzer, read_only
@@ -23,12 +22,6 @@ from kafkawire.testing.values import MessageValues, record_batches
 from support.paths import REPO as ROOT
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("fuzzed")) as running:
-        yield running
-
-
 def _fuzz_cli(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "kafkawire.cli", "fuzz", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
@@ -36,8 +29,8 @@ def _fuzz_cli(*args, timeout=120):
 
 # ---- kafkawire's broker --------------------------------------------------------------------------------
 
-def test_the_broker_answers_every_read_only_api_and_version(broker, tmp_path):
-    result = _fuzz_cli("--bootstrap", broker.bootstrap, "--seconds", "4", "--seed", "19", "--out", str(tmp_path))
+def test_the_broker_answers_every_read_only_api_and_version(shared_broker, tmp_path):
+    result = _fuzz_cli("--bootstrap", shared_broker.bootstrap, "--seconds", "4", "--seed", "19", "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "no findings" in result.stdout and "FINDING" not in result.stdout
     rows = re.findall(r"^(\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+0\s+0\s", result.stdout, re.M)

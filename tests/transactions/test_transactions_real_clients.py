@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import own_broker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, KafkaException  # noqa: E402
@@ -20,10 +20,7 @@ _names = itertools.count()
 QUIET = {"log_level": 0}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("txn-clients"), transaction_abort_interval_ms=200) as running:
-        yield running
+broker = own_broker(transaction_abort_interval_ms=200)
 
 
 @pytest.fixture

@@ -19,15 +19,9 @@ from support.broker_wire import create_topic
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("txn-wire")) as running:
-        yield running
-
-
 @pytest.fixture
-def client(broker):
-    with RawClient(broker.port) as raw:
+def client(shared_broker):
+    with RawClient(shared_broker.port) as raw:
         yield raw
 
 
@@ -249,9 +243,9 @@ def test_verify_only_add_partitions(client, topic):
     end(client, tid, pid, epoch, False)
 
 
-def test_find_coordinator_for_a_transactional_id(client, broker):
+def test_find_coordinator_for_a_transactional_id(client, shared_broker):
     response = client.request(m.FindCoordinatorRequest(key="any-transactional-id", key_type=1), 3)
-    assert (response.error_code, response.port) == (E.NONE, broker.port)
+    assert (response.error_code, response.port) == (E.NONE, shared_broker.port)
 
 
 def test_api_versions_announce_transaction_version_2(client):

@@ -3,14 +3,11 @@ Kafka's authorization: READ on the group to heartbeat (and DESCRIBE on the topic
 DESCRIBE on the group to describe it. Assignments travel by topic id."""
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.consumer_state import Assignment, ConsumerGroup
-from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
 from ..security.acls import Operation, ResourceType
+from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 
 __all__ = ["ConsumerGroupApis"]
@@ -33,7 +30,7 @@ class ConsumerGroupApis:
         if result.assignment is not None:
             assignment = Response.Assignment(topic_partitions=[
                 Response.TopicPartitions(topic_id=topic_id, partitions=partitions)
-                for topic_id, _, partitions in self._by_id(result.assignment)])
+                for topic_id, _, partitions in assigned_by_id(self.state, result.assignment)])
         return Response(error_code=result.error, error_message=result.message, member_id=result.member_id,
                         member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                         assignment=assignment)
@@ -41,25 +38,15 @@ class ConsumerGroupApis:
     async def describe(self, request: m.ConsumerGroupDescribeRequest, version: int,
                        context: RequestContext) -> m.ConsumerGroupDescribeResponse:
         Response = m.ConsumerGroupDescribeResponse
-        groups = []
-        for group_id in request.group_ids:
-            operations = (_GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations
-                          else _NO_AUTHORIZED_OPERATIONS)
-            group = self.coordinator.groups.get(group_id)
-            if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-                error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
-            elif group is None:
-                error = ErrorCode.GROUP_ID_NOT_FOUND
-                message = (f"Group {group_id} is not a consumer group." if self.state.groups.group_state(group_id)
-                           != "Dead" else f"Group {group_id} not found.")
-            else:
-                groups.append(self._described(group, version, operations))
-                continue
-            groups.append(Response.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
-                                                  group_state="", group_epoch=0, assignment_epoch=0,
-                                                  assignor_name="", members=[],
-                                                  authorized_operations=operations))
-        return Response(groups=groups)
+
+        def failed(group_id: str, error: int, message: str | None,
+                   operations: int) -> m.ConsumerGroupDescribeResponse.DescribedGroup:
+            return Response.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
+                                           group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                                           members=[], authorized_operations=operations)
+        return Response(groups=describe_groups(
+            self.state, context, request.group_ids, request.include_authorized_operations, "consumer",
+            self.coordinator.groups, lambda group, operations: self._described(group, version, operations), failed))
 
     def _described(self, group: ConsumerGroup, version: int,
                    operations: int) -> m.ConsumerGroupDescribeResponse.DescribedGroup:
@@ -80,11 +67,4 @@ class ConsumerGroupApis:
         Response = m.ConsumerGroupDescribeResponse
         return Response.Assignment(topic_partitions=[
             Response.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
-            for topic_id, name, partitions in self._by_id(assignment)])
-
-    def _by_id(self, assignment: Assignment) -> Iterator[tuple[uuid.UUID, str, list[int]]]:
-        """(topic id, name, sorted partitions) for the topics of ``assignment`` that still exist."""
-        for name, partitions in sorted(assignment.items()):
-            topic = self.state.topics.get(name)
-            if topic is not None and partitions:
-                yield topic.topic_id, name, sorted(partitions)
+            for topic_id, name, partitions in assigned_by_id(self.state, assignment)])

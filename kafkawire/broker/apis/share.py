@@ -26,15 +26,15 @@ from ...error_codes import ErrorCode
 from ..fetch.reads import DelayedFetch, PartitionRead
 from ..metrics import BrokerMetrics
 from ..fetch.sessions import SessionPartition
-from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
 from ..groups.group_configs import GroupConfigs
 from ..groups.share import ShareGroups, SharePartitions, ShareSessions, ShareSettings, ShareStateStore
-from ..groups.share.membership import ASSIGNOR_NAME, Assignment, ShareGroup
+from ..groups.share.membership import ASSIGNOR_NAME, ShareGroup
 from ..groups.share.partition import AcknowledgeType, AcquiredRange, SharePartition
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ..security.acls import Operation, ResourceType
 from ..storage import LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 
 __all__ = ["ShareApis"]
@@ -176,7 +176,7 @@ class ShareApis:
         if result.assignment is not None:
             assignment = Response.Assignment(topic_partitions=[
                 Response.TopicPartitions(topic_id=topic_id, partitions=partitions)
-                for topic_id, _, partitions in self._by_id(result.assignment)])
+                for topic_id, _, partitions in assigned_by_id(self.state, result.assignment)])
         return Response(error_code=result.error, error_message=result.message, member_id=result.member_id,
                         member_epoch=result.member_epoch,
                         heartbeat_interval_ms=self.groups.heartbeat_interval_ms(request.group_id),
@@ -184,23 +184,13 @@ class ShareApis:
 
     async def describe(self, request, version: int, context: RequestContext):
         Response = m.ShareGroupDescribeResponse
-        described = []
-        for group_id in request.group_ids:
-            operations = (_GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations
-                          else _NO_AUTHORIZED_OPERATIONS)
-            group = self.groups.groups.get(group_id)
-            if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-                error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
-            elif group is None:
-                error = ErrorCode.GROUP_ID_NOT_FOUND
-                message = (f"Group {group_id} is not a share group." if self.is_other_group(group_id)
-                           else f"Group {group_id} not found.")
-            else:
-                described.append(self._described(group, operations))
-                continue
-            described.append(Response.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
-                                                     group_state="Dead", authorized_operations=operations))
-        return Response(groups=described)
+
+        def failed(group_id: str, error: int, message: str | None, operations: int):
+            return Response.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
+                                           group_state="Dead", authorized_operations=operations)
+        return Response(groups=describe_groups(self.state, context, request.group_ids,
+                                               request.include_authorized_operations, "share", self.groups.groups,
+                                               self._described, failed))
 
     def _described(self, group: ShareGroup, operations: int):
         Response = m.ShareGroupDescribeResponse
@@ -210,7 +200,7 @@ class ShareApis:
             subscribed_topic_names=list(member.subscribed),
             assignment=Response.Assignment(topic_partitions=[
                 Response.TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
-                for topic_id, name, partitions in self._by_id(member.assigned)]))
+                for topic_id, name, partitions in assigned_by_id(self.state, member.assigned)]))
             for member in group.members.values()]
         return Response.DescribedGroup(error_code=ErrorCode.NONE, group_id=group.group_id, group_state=group.state,
                                        group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
@@ -226,12 +216,6 @@ class ShareApis:
         return [m.ListGroupsResponse.ListedGroup(group_id=group.group_id, protocol_type="share",
                                                  group_state=group.state, group_type="share")
                 for group in self.groups.groups.values() if not states or group.state.lower() in states]
-
-    def _by_id(self, assignment: Assignment):
-        for name, partitions in sorted(assignment.items()):
-            topic = self.state.topics.get(name)
-            if topic is not None and partitions:
-                yield topic.topic_id, name, sorted(partitions)
 
     # ---- ShareAcknowledge ---------------------------------------------------------------------------
     async def share_acknowledge(self, request, version: int, context: RequestContext):

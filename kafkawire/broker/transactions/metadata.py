@@ -89,10 +89,6 @@ class TransactionMetadata:
     def epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
 
-    @property
-    def has_pending_transaction(self) -> bool:
-        return self.state in (TxnState.ONGOING, TxnState.PREPARE_ABORT, TxnState.PREPARE_COMMIT)
-
     def _transit(self, state: TxnState, **changes) -> TxnTransit:
         base = TxnTransit(self.producer_id, self.previous_producer_id, NO_PRODUCER_ID, self.producer_epoch,
                           self.last_producer_epoch, self.timeout_ms, state, frozenset(self.partitions),

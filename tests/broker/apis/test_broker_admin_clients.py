@@ -11,20 +11,13 @@ from confluent_kafka.admin import (
     OffsetSpec, ResourceType,
 )
 
-from support.broker_harness import BrokerThread
 
 TIMEOUT = 15
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("admin-clients")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def admin(broker):
-    return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+def admin(shared_broker):
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}"})
 
 
 def _create(admin, name, partitions=1, config=None):
@@ -32,8 +25,8 @@ def _create(admin, name, partitions=1, config=None):
         future.result(TIMEOUT)
 
 
-def _produce(broker, topic, count, partition=0, timestamps=None):
-    producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "linger.ms": 0})
+def _produce(shared_broker, topic, count, partition=0, timestamps=None):
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}", "linger.ms": 0})
     for index in range(count):
         producer.produce(topic, value=b"v%d" % index, key=b"k%d" % index, partition=partition,
                          timestamp=timestamps[index] if timestamps else 0)
@@ -46,24 +39,24 @@ def _described(admin, resource):
 
 # ---- confluent-kafka ---------------------------------------------------------------------------
 
-def test_create_partitions_grows_a_topic(broker, admin):
+def test_create_partitions_grows_a_topic(shared_broker, admin):
     _create(admin, "ck-grow", 2)
     for future in admin.create_partitions([NewPartitions("ck-grow", 5)]).values():
         assert future.result(TIMEOUT) is None
     assert len(admin.list_topics("ck-grow", timeout=TIMEOUT).topics["ck-grow"].partitions) == 5
-    _produce(broker, "ck-grow", 3, partition=4)  # the new partition takes records
+    _produce(shared_broker, "ck-grow", 3, partition=4)  # the new partition takes records
     with pytest.raises(Exception, match="INVALID_PARTITIONS"):
         admin.create_partitions([NewPartitions("ck-grow", 3)])["ck-grow"].result(TIMEOUT)
 
 
-def test_delete_records_moves_the_low_watermark(broker, admin):
+def test_delete_records_moves_the_low_watermark(shared_broker, admin):
     _create(admin, "ck-trim")
-    _produce(broker, "ck-trim", 10)
+    _produce(shared_broker, "ck-trim", 10)
     deleted = admin.delete_records([TopicPartition("ck-trim", 0, 4)])
     assert deleted[TopicPartition("ck-trim", 0, 4)].result(TIMEOUT).low_watermark == 4
     earliest = admin.list_offsets({TopicPartition("ck-trim", 0): OffsetSpec.earliest()})
     assert earliest[TopicPartition("ck-trim", 0)].result(TIMEOUT).offset == 4
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "ck-trim-reader",
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}", "group.id": "ck-trim-reader",
                          "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("ck-trim", 0, 0)])  # below the log start: reset to earliest
     first = None
@@ -79,7 +72,7 @@ def test_delete_records_moves_the_low_watermark(broker, admin):
         beyond[TopicPartition("ck-trim", 0, 99)].result(TIMEOUT)
 
 
-def test_incremental_alter_configs_applies_and_describe_reports_sources(broker, admin):
+def test_incremental_alter_configs_applies_and_describe_reports_sources(shared_broker, admin):
     _create(admin, "ck-conf", config={"retention.ms": "3600000"})
     resource = ConfigResource(ResourceType.TOPIC, "ck-conf", incremental_configs=[
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
@@ -92,16 +85,16 @@ def test_incremental_alter_configs_applies_and_describe_reports_sources(broker, 
     assert configs["max.message.bytes"].value == "2048"
     assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["segment.bytes"].synonyms["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
-    log = broker.broker.topics.log("ck-conf", 0)  # applied to the running log
+    log = shared_broker.broker.topics.log("ck-conf", 0)  # applied to the running log
     assert log.config.max_message_bytes == 2048 and log.config.cleanup_policy == "delete,compact"
-    producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}", "linger.ms": 0})
     errors = []
     producer.produce("ck-conf", value=b"x" * 4000, on_delivery=lambda error, _msg: errors.append(error))
     producer.flush(TIMEOUT)
     assert errors[0] is not None and errors[0].name() == "MSG_SIZE_TOO_LARGE"
 
 
-def test_unknown_configs_and_validate_only(broker, admin):
+def test_unknown_configs_and_validate_only(shared_broker, admin):
     _create(admin, "ck-check")
     bad = ConfigResource(ResourceType.TOPIC, "ck-check", incremental_configs=[
         ConfigEntry("retention.mss", "1", incremental_operation=AlterConfigOpType.SET)])
@@ -113,26 +106,26 @@ def test_unknown_configs_and_validate_only(broker, admin):
     assert _described(admin, ConfigResource(ResourceType.TOPIC, "ck-check"))["segment.ms"].value == "604800000"
 
 
-def test_alter_configs_sets_a_dynamic_broker_default(broker, admin):
+def test_alter_configs_sets_a_dynamic_broker_default(shared_broker, admin):
     _create(admin, "ck-broker-default")
-    resource = ConfigResource(ResourceType.BROKER, "0", set_config={"log.retention.ms": "7200000"})
+    resource = ConfigResource(ResourceType.BROKER, shared_broker.node, set_config={"log.retention.ms": "7200000"})
     assert admin.alter_configs([resource])[resource].result(TIMEOUT) is None
     try:
         topic = _described(admin, ConfigResource(ResourceType.TOPIC, "ck-broker-default"))
         assert topic["retention.ms"].value == "7200000"
         assert topic["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-        brokers = _described(admin, ConfigResource(ResourceType.BROKER, "0"))
+        brokers = _described(admin, ConfigResource(ResourceType.BROKER, shared_broker.node))
         assert brokers["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
         assert brokers["num.partitions"].is_read_only
-        assert broker.broker.topics.log("ck-broker-default", 0).config.retention_ms == 7_200_000
+        assert shared_broker.broker.topics.log("ck-broker-default", 0).config.retention_ms == 7_200_000
     finally:
-        cleared = ConfigResource(ResourceType.BROKER, "0", set_config={})
+        cleared = ConfigResource(ResourceType.BROKER, shared_broker.node, set_config={})
         admin.alter_configs([cleared])[cleared].result(TIMEOUT)
 
 
-def test_list_offsets_by_timestamp_and_max_timestamp(broker, admin):
+def test_list_offsets_by_timestamp_and_max_timestamp(shared_broker, admin):
     _create(admin, "ck-times")
-    _produce(broker, "ck-times", 4, timestamps=[1_000, 5_000, 3_000, 4_000])
+    _produce(shared_broker, "ck-times", 4, timestamps=[1_000, 5_000, 3_000, 4_000])
     tp = TopicPartition("ck-times", 0)
     by_time = admin.list_offsets({tp: OffsetSpec.for_timestamp(2_000)})[tp].result(TIMEOUT)
     assert (by_time.offset, by_time.timestamp) == (1, 5_000)
@@ -140,19 +133,20 @@ def test_list_offsets_by_timestamp_and_max_timestamp(broker, admin):
     assert (newest.offset, newest.timestamp) == (1, 5_000)
 
 
-def test_describe_topics_and_cluster(broker, admin):
+def test_describe_topics_and_cluster(shared_broker, admin):
     from confluent_kafka import TopicCollection
     _create(admin, "ck-described", 3)
     described = admin.describe_topics(TopicCollection(["ck-described"]))["ck-described"].result(TIMEOUT)
     assert [p.id for p in described.partitions] == [0, 1, 2]
-    assert all(p.leader.id == 0 and [r.id for r in p.isr] == [0] for p in described.partitions)
+    node = int(shared_broker.node)
+    assert all(p.leader.id == node and [r.id for r in p.isr] == [node] for p in described.partitions)
     cluster = admin.describe_cluster().result(TIMEOUT)
-    assert cluster.controller.id == 0 and [n.id for n in cluster.nodes] == [0]
+    assert cluster.controller.id == node and [n.id for n in cluster.nodes] == [node]
 
 
-def test_delete_consumer_groups(broker, admin):
+def test_delete_consumer_groups(shared_broker, admin):
     _create(admin, "ck-groups")
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "ck-doomed"})
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}", "group.id": "ck-doomed"})
     consumer.commit(offsets=[TopicPartition("ck-groups", 0, 1)], asynchronous=False)
     consumer.close()
     deleted = admin.delete_consumer_groups(["ck-doomed"])
@@ -164,7 +158,7 @@ def test_delete_consumer_groups(broker, admin):
     assert offsets.topic_partitions[0].offset < 0  # gone with the group
 
 
-def test_elect_leaders_is_not_needed(broker, admin):
+def test_elect_leaders_is_not_needed(shared_broker, admin):
     from confluent_kafka import ElectionType
     _create(admin, "ck-elect")
     results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("ck-elect", 0)]).result(TIMEOUT)
@@ -175,20 +169,20 @@ def test_elect_leaders_is_not_needed(broker, admin):
 # ---- kafka-python ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def kp_admin(broker):
+def kp_admin(shared_broker):
     from kafka.admin import KafkaAdminClient
-    client = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.port}", request_timeout_ms=TIMEOUT * 1000)
+    client = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{shared_broker.port}", request_timeout_ms=TIMEOUT * 1000)
     yield client
     client.close()
 
 
-def test_kafka_python_partitions_records_and_log_dirs(broker, admin, kp_admin):
+def test_kafka_python_partitions_records_and_log_dirs(shared_broker, admin, kp_admin):
     from kafka.admin import NewPartitions as KpNewPartitions
     from kafka.structs import TopicPartition as KpTopicPartition
     _create(admin, "kp-admin")
     kp_admin.create_partitions({"kp-admin": KpNewPartitions(total_count=2)})
     assert len(admin.list_topics("kp-admin", timeout=TIMEOUT).topics["kp-admin"].partitions) == 2
-    _produce(broker, "kp-admin", 5)
+    _produce(shared_broker, "kp-admin", 5)
     low = kp_admin.delete_records({KpTopicPartition("kp-admin", 0): 3})
     assert low[KpTopicPartition("kp-admin", 0)]["low_watermark"] == 3
     [described] = kp_admin.describe_log_dirs({"kp-admin": [0, 1]})
@@ -196,16 +190,18 @@ def test_kafka_python_partitions_records_and_log_dirs(broker, admin, kp_admin):
     sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in log_dir["topics"] for p in t["partitions"]}
     assert sizes[("kp-admin", 0)] > 0 and sizes[("kp-admin", 1)] == 0
     partitions = kp_admin.describe_topic_partitions(["kp-admin"])["topics"][0]["partitions"]
-    assert [(p["partition_index"], p["leader_id"], p["isr_nodes"]) for p in partitions] == [(0, 0, [0]), (1, 0, [0])]
+    node = int(shared_broker.node)
+    assert [(p["partition_index"], p["leader_id"], p["isr_nodes"]) for p in partitions] == [(0, node, [node]),
+                                                                                             (1, node, [node])]
 
 
-def test_kafka_python_configs_and_group_offsets(broker, admin, kp_admin):
+def test_kafka_python_configs_and_group_offsets(shared_broker, admin, kp_admin):
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
     from kafka.structs import TopicPartition as KpTopicPartition
     _create(admin, "kp-conf")
     kp_admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, "kp-conf", configs={"segment.ms": "120000"})])
     assert _described(admin, ConfigResource(ResourceType.TOPIC, "kp-conf"))["segment.ms"].value == "120000"
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": "kp-offsets"})
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}", "group.id": "kp-offsets"})
     consumer.commit(offsets=[TopicPartition("kp-conf", 0, 7)], asynchronous=False)
     consumer.close()
     errors = kp_admin.delete_group_offsets("kp-offsets", [KpTopicPartition("kp-conf", 0)])
@@ -215,13 +211,13 @@ def test_kafka_python_configs_and_group_offsets(broker, admin, kp_admin):
 
 # ---- ACL calls on a broker without an authorizer ----------------------------------------------------
 
-def test_acl_calls_without_an_authorizer_answer_security_disabled(broker):
+def test_acl_calls_without_an_authorizer_answer_security_disabled(shared_broker):
     # Kafka's AclApis: SECURITY_DISABLED (54), with its own wording for DescribeAcls and for the changes
     from support.broker_harness import RawClient
     from kafkawire import messages as m
     every = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-    with RawClient(broker.port) as raw:
+    with RawClient(shared_broker.port) as raw:
         described = raw.request(m.DescribeAclsRequest(**every), 3)
         created = raw.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
             resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=3,
@@ -232,7 +228,7 @@ def test_acl_calls_without_an_authorizer_answer_security_disabled(broker):
     assert [(r.error_code, r.error_message) for r in deleted.filter_results] == [(54, "No Authorizer is configured.")]
 
 
-def test_real_admin_clients_see_security_disabled(broker, admin, kp_admin):
+def test_real_admin_clients_see_security_disabled(shared_broker, admin, kp_admin):
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
@@ -257,7 +253,7 @@ def test_real_admin_clients_see_security_disabled(broker, admin, kp_admin):
                                          permission_type=ACLPermissionType.ANY,
                                          resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
                                                                                 ACLResourcePatternType.ANY)))
-    ours = KafkawireAdmin({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    ours = KafkawireAdmin({"bootstrap.servers": f"127.0.0.1:{shared_broker.port}"})
     try:
         with pytest.raises(Exception, match="SECURITY_DISABLED"):
             ours.describe_acls(kafkawire_acls.AclBindingFilter(

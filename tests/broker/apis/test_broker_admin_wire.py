@@ -10,7 +10,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient, own_broker
 from support.broker_wire import batch_of, create_topic, produce
 from kafkawire import messages as m
 from kafkawire.codec.primitives import ZERO_UUID
@@ -22,11 +22,7 @@ INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC, OUT_OF_RANGE, POLICY_VIOLATION =
 SEGMENT_BYTES = 8 << 20  # a static broker config (log.segment.bytes), not Kafka's default
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("admin-wire"), segment_bytes=SEGMENT_BYTES,
-                      telemetry_max_bytes=4096) as running:
-        yield running
+broker = own_broker(segment_bytes=SEGMENT_BYTES, telemetry_max_bytes=4096)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient, own_broker
 from kafkawire import messages as m
 from kafkawire.broker.dispatch.versions import SERVED_APIS, SUPPORTED_VERSIONS, UPSTREAM_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
@@ -25,10 +25,7 @@ from support.paths import UPSTREAM_SPECS
 UNKNOWN_ID = uuid.UUID(int=0xDEAD)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("kafka43"), auto_create_topics=False) as running:
-        yield running
+broker = own_broker(auto_create_topics=False)
 
 
 @pytest.fixture(scope="module")

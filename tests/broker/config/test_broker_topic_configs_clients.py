@@ -14,21 +14,14 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourceType,
 )
 
-from support.broker_harness import BrokerThread
 
 TIMEOUT = 15
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("topic-configs")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def admin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+def admin(shared_broker):
+    return AdminClient({"bootstrap.servers": shared_broker.bootstrap})
 
 
 def _create(admin, config):
@@ -49,7 +42,7 @@ STORED = {"compression.type": "zstd", "compression.zstd.level": "-5", "compressi
           "remote.log.copy.disable": "true"}
 
 
-def test_configs_the_broker_does_not_act_on_are_stored_and_described(broker, admin):
+def test_configs_the_broker_does_not_act_on_are_stored_and_described(shared_broker, admin):
     name = _create(admin, STORED)
     configs = _described(admin, name)
     for key, value in STORED.items():
@@ -60,7 +53,7 @@ def test_configs_the_broker_does_not_act_on_are_stored_and_described(broker, adm
     assert configs["compression.type"].synonyms["compression.type"].source in (
         ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value)
     # kept with the topic's own configs, which a restart reads back
-    assert broker.broker.topics.get(name).configs["compression.type"] == "zstd"
+    assert shared_broker.broker.topics.get(name).configs["compression.type"] == "zstd"
 
 
 @pytest.mark.parametrize("key, value", [
@@ -92,32 +85,32 @@ def test_incremental_alter_sets_appends_and_deletes_stored_configs(admin):
     assert configs["preallocate"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
-def test_a_broker_default_for_a_stored_config_is_described_as_its_synonym(broker, admin):
+def test_a_broker_default_for_a_stored_config_is_described_as_its_synonym(shared_broker, admin):
     name = _create(admin, {})
-    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+    resource = ConfigResource(ResourceType.BROKER, shared_broker.node, incremental_configs=[
         ConfigEntry("compression.type", "lz4", incremental_operation=AlterConfigOpType.SET)])
     assert admin.incremental_alter_configs([resource])[resource].result(TIMEOUT) is None
     try:
         entry = _described(admin, name)["compression.type"]
         assert entry.value == "lz4" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     finally:
-        cleared = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        cleared = ConfigResource(ResourceType.BROKER, shared_broker.node, incremental_configs=[
             ConfigEntry("compression.type", None, incremental_operation=AlterConfigOpType.DELETE)])
         admin.incremental_alter_configs([cleared])[cleared].result(TIMEOUT)
 
 
-def _stored_batches(broker, topic):
+def _stored_batches(shared_broker, topic):
     from kafkawire.records.reader import iter_batches
-    segments = broker.call(_segments(broker, topic))
+    segments = shared_broker.call(_segments(shared_broker, topic))
     return [batch for path in segments for batch in iter_batches(path.read_bytes())]
 
 
-async def _segments(broker, topic):
-    return [segment.log_path for segment in broker.broker.topics.log(topic, 0).segments]
+async def _segments(shared_broker, topic):
+    return [segment.log_path for segment in shared_broker.broker.topics.log(topic, 0).segments]
 
 
-def _consume(broker, topic, count):
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-reader",
+def _consume(shared_broker, topic, count):
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": f"{topic}-reader",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     got = []
@@ -134,28 +127,28 @@ def _consume(broker, topic, count):
 
 @pytest.mark.parametrize("topic_codec, producer_codec, stored", [
     ("zstd", "none", 4), ("gzip", "lz4", 1), ("uncompressed", "snappy", 0), ("producer", "lz4", 3)])
-def test_compression_type_recompresses_appended_batches(broker, admin, topic_codec, producer_codec, stored):
+def test_compression_type_recompresses_appended_batches(shared_broker, admin, topic_codec, producer_codec, stored):
     name = _create(admin, {"compression.type": topic_codec, "compression.gzip.level": "1"})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 20,
                          "compression.type": producer_codec, "enable.idempotence": True})
     for i in range(200):
         producer.produce(name, key=b"k%d" % i, value=b"value %d " % i * 20, headers=[("h", b"%d" % i)])
     assert producer.flush(TIMEOUT) == 0
-    batches = _stored_batches(broker, name)
+    batches = _stored_batches(shared_broker, name)
     assert batches and {int(batch.compression) for batch in batches} == {stored}
     assert all(batch.producer_id >= 0 for batch in batches)  # the producer's fields stay
-    messages = _consume(broker, name, 200)
+    messages = _consume(shared_broker, name, 200)
     assert [(m.offset(), m.key(), m.value(), m.headers()) for m in messages] == [
         (i, b"k%d" % i, b"value %d " % i * 20, [("h", b"%d" % i)]) for i in range(200)]
 
 
-def test_log_append_time_is_set_by_the_broker(broker, admin):
+def test_log_append_time_is_set_by_the_broker(shared_broker, admin):
     name = _create(admin, {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 0})
     producer.produce(name, value=b"stamped", timestamp=1_000)  # the producer's own timestamp is replaced
     assert producer.flush(TIMEOUT) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{name}-reader",
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": f"{name}-reader",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([name])
     try:
@@ -171,9 +164,9 @@ def test_log_append_time_is_set_by_the_broker(broker, admin):
         consumer.close()
 
 
-def test_timestamps_out_of_bounds_are_refused_with_invalid_timestamp(broker, admin):
+def test_timestamps_out_of_bounds_are_refused_with_invalid_timestamp(shared_broker, admin):
     name = _create(admin, {"message.timestamp.before.max.ms": "60000"})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "retries": 0})
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 0, "retries": 0})
     errors = []
     producer.produce(name, value=b"old", timestamp=int(time.time() * 1000) - 3_600_000,
                      on_delivery=lambda error, _message: errors.append(error))
@@ -181,10 +174,10 @@ def test_timestamps_out_of_bounds_are_refused_with_invalid_timestamp(broker, adm
     assert errors[0] is not None and errors[0].name() == "INVALID_TIMESTAMP"
 
 
-def test_kafka_python_alters_and_describes_stored_configs(broker, admin):
+def test_kafka_python_alters_and_describes_stored_configs(shared_broker, admin):
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, KafkaAdminClient
     name = _create(admin, {})
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    client = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
     try:
         altered = client.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, name,
                                                          configs={"compression.type": "snappy", "flush.ms": "10"})])
@@ -203,46 +196,46 @@ def test_kafka_python_alters_and_describes_stored_configs(broker, admin):
 # ---- BROKER_LOGGER (KIP-412), through kafka-python (confluent-kafka's Python ResourceType has no BROKER_LOGGER) --
 
 @pytest.fixture(scope="module")
-def kp_admin(broker):
+def kp_admin(shared_broker):
     from kafka.admin import KafkaAdminClient
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    client = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
     yield client
     client.close()
 
 
-def _loggers(kp_admin, name="0"):
+def _loggers(kp_admin, name):
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
     described = kp_admin.describe_configs([KpConfigResource(ConfigResourceType.BROKER_LOGGER, name)])
     return described["broker_logger"][name]
 
 
-def _alter_loggers(kp_admin, configs, validate_only=False):
+def _alter_loggers(kp_admin, name, configs, validate_only=False):
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
-    result = kp_admin.alter_configs([KpConfigResource(ConfigResourceType.BROKER_LOGGER, "0", configs=configs)],
+    result = kp_admin.alter_configs([KpConfigResource(ConfigResourceType.BROKER_LOGGER, name, configs=configs)],
                                     validate_only=validate_only, raise_on_unknown=False, incremental=True)
-    return result["broker_logger"]["0"]
+    return result["broker_logger"][name]
 
 
-def test_broker_loggers_are_described_and_set_at_runtime(kp_admin):
+def test_broker_loggers_are_described_and_set_at_runtime(shared_broker, kp_admin):
     import logging
     from kafka.admin import AlterConfigOp
-    name = "kafkawire.broker.groups.consumer"
+    name, node = "kafkawire.broker.groups.consumer", shared_broker.node
     logger = logging.getLogger(name)
-    described = _loggers(kp_admin)
+    described = _loggers(kp_admin, node)
     assert {"root", "kafkawire", name} <= set(described)
     assert described[name]["config_source"] == "DYNAMIC_BROKER_LOGGER_CONFIG"
     assert described[name]["value"] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
     try:
-        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "TRACE")}) == "OK"
-        assert _loggers(kp_admin)[name]["value"] == "TRACE" and logger.isEnabledFor(5)
-        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "OFF")}, validate_only=True) == "OK"
-        assert _loggers(kp_admin)[name]["value"] == "TRACE"  # validate_only changed nothing
-        assert _alter_loggers(kp_admin, {name: (AlterConfigOp.SET, "OFF")}) == "OK"
-        assert not logger.isEnabledFor(logging.CRITICAL) and _loggers(kp_admin)[name]["value"] == "OFF"
+        assert _alter_loggers(kp_admin, node, {name: (AlterConfigOp.SET, "TRACE")}) == "OK"
+        assert _loggers(kp_admin, node)[name]["value"] == "TRACE" and logger.isEnabledFor(5)
+        assert _alter_loggers(kp_admin, node, {name: (AlterConfigOp.SET, "OFF")}, validate_only=True) == "OK"
+        assert _loggers(kp_admin, node)[name]["value"] == "TRACE"  # validate_only changed nothing
+        assert _alter_loggers(kp_admin, node, {name: (AlterConfigOp.SET, "OFF")}) == "OK"
+        assert not logger.isEnabledFor(logging.CRITICAL) and _loggers(kp_admin, node)[name]["value"] == "OFF"
     finally:
-        _alter_loggers(kp_admin, {name: (AlterConfigOp.DELETE, None)})
+        _alter_loggers(kp_admin, node, {name: (AlterConfigOp.DELETE, None)})
     assert logger.level == logging.NOTSET  # reset: it inherits again
-    levels = _loggers(kp_admin)
+    levels = _loggers(kp_admin, node)
     assert levels[name]["value"] == levels["kafkawire"]["value"]
 
 
@@ -251,18 +244,18 @@ def test_broker_loggers_are_described_and_set_at_runtime(kp_admin):
     ("no.such.logger", "SET", "INFO", "InvalidConfigurationError"),
     ("root", "DELETE", None, "InvalidRequestError"),
     ("kafkawire", "APPEND", "INFO", "InvalidRequestError")])
-def test_broker_logger_changes_kafka_refuses_are_refused(kp_admin, name, operation, level, error):
+def test_broker_logger_changes_kafka_refuses_are_refused(shared_broker, kp_admin, name, operation, level, error):
     from kafka.admin import AlterConfigOp
-    assert error in _alter_loggers(kp_admin, {name: (AlterConfigOp[operation], level)})
+    assert error in _alter_loggers(kp_admin, shared_broker.node, {name: (AlterConfigOp[operation], level)})
 
 
-@pytest.mark.parametrize("name, message", [("7", "Unexpected broker id, expected 0 but received 7"),
+@pytest.mark.parametrize("name, message", [("7", "Unexpected broker id, expected {node} but received 7"),
                                            ("", "Broker id must not be empty")])
-def test_a_broker_logger_resource_names_this_broker(broker, name, message):
+def test_a_broker_logger_resource_names_this_broker(shared_broker, name, message):
     from support.broker_harness import RawClient
     from kafkawire import messages as m
     request = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=8, resource_name=name, configuration_keys=None)])
-    with RawClient(broker.port) as client:
+    with RawClient(shared_broker.port) as client:
         (result,) = client.request(request, 4).results
-    assert (result.error_code, result.error_message) == (42, message)  # INVALID_REQUEST
+    assert (result.error_code, result.error_message) == (42, message.format(node=shared_broker.node))  # INVALID_REQUEST

@@ -9,16 +9,13 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import BrokerThread, RawClient, own_broker
 from support.broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
 from kafkawire import messages as m
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import iter_batches, read_batches
 
-@pytest.fixture
-def broker(tmp_path):
-    with BrokerThread(data_dir=tmp_path / "data", auto_create_topics=False) as running:
-        yield running
+broker = own_broker("function", auto_create_topics=False)  # a broker per test: tests reuse topic names
 
 
 @pytest.fixture

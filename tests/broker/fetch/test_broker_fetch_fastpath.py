@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import RawClient, own_broker
 from kafkawire import messages as m
 from kafkawire.broker.fetch.reads import PartitionRead
 from kafkawire.broker.fetch.encoder import encode_fetch_response
@@ -191,10 +191,7 @@ def test_translate_with_index_entries_spanning_several_batches(tmp_path):
 
 # ---- over the wire ---------------------------------------------------------------------------------------
 
-@pytest.fixture
-def broker(tmp_path):
-    with BrokerThread(data_dir=tmp_path / "data", auto_create_topics=False, message_max_bytes=1 << 20) as running:
-        yield running
+broker = own_broker("function", auto_create_topics=False, message_max_bytes=1 << 20)  # a broker per test: tests reuse topic names
 
 
 def _split(records: bytes) -> list[bytes]:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import RawClient, own_broker
 from kafkawire.records import RecordBatchBuilder
 from support.broker_wire import by_partition, create_topic, fetch, produce
 
@@ -29,11 +29,7 @@ HUGE = 0x7FFFFFFF
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("kip74") / "data", auto_create_topics=False,
-                      message_max_bytes=MAX_MESSAGE) as running:
-        yield running
+broker = own_broker(auto_create_topics=False, message_max_bytes=MAX_MESSAGE)
 
 
 @pytest.fixture(scope="module")

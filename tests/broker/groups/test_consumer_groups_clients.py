@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import own_broker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -19,11 +19,7 @@ _names = itertools.count()
 PARTITIONS = 6
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("kip848"), group_consumer_heartbeat_interval_ms=300,
-                      group_consumer_session_timeout_ms=6000) as running:
-        yield running
+broker = own_broker(group_consumer_heartbeat_interval_ms=300, group_consumer_session_timeout_ms=6000)
 
 
 @pytest.fixture

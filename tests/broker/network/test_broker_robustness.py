@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread, RawClient
+from support.broker_harness import RawClient, own_broker
 from kafkawire import messages as m
 from kafkawire.framing import Correlator
 from support.broker_wire import FETCH_VERSION, batch_of, by_partition, create_topic, fetch, produce
@@ -22,11 +22,7 @@ MAX_REQUEST = 1 << 20  # socket.request.max.bytes for this module's broker
 TIMEOUT = 5.0  # a socket operation taking longer than this is a hang
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("robust") / "data", auto_create_topics=False,
-                      max_request_bytes=MAX_REQUEST) as running:
-        yield running
+broker = own_broker(auto_create_topics=False, max_request_bytes=MAX_REQUEST)
 
 
 _topics = iter(range(1_000_000))

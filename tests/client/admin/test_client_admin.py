@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import BrokerThread, own_broker
 from kafkawire.client import (
     ClusterAuthorizationException, GroupAuthorizationException, TopicAuthorizationException,
     KafkaConnectionError, KafkaError, Producer, KafkaTimeoutError, SaslAuthenticationException, UnknownTopicError,
@@ -36,11 +36,7 @@ TP = TopicPartition
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("admin"), group_consumer_heartbeat_interval_ms=300,
-                      group_consumer_session_timeout_ms=6000) as running:
-        yield running
+broker = own_broker(group_consumer_heartbeat_interval_ms=300, group_consumer_session_timeout_ms=6000)
 
 
 @pytest.fixture(scope="module")
@@ -450,9 +446,9 @@ def test_describe_topics_pages_through_describe_topic_partitions(broker):
     run(broker, lambda a: a.create_topics([NewTopic(topic, 5)]))
 
     async def both(admin):
-        admin.partitions_per_page = 2  # five partitions: three pages
+        admin._topics.partitions_per_page = 2  # five partitions: three pages
         connection = await admin._router.any_connection()
-        paged = await admin._describe_topic_partitions(connection, [topic, "no-such-topic"])
+        paged = await admin._topics._describe_topic_partitions(connection, [topic, "no-such-topic"])
         return paged, await admin.describe_topics([topic])
     paged, described = run(broker, both)
     assert paged[topic] == described[topic] and len(paged[topic].partitions) == 5

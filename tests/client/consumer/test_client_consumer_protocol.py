@@ -21,7 +21,7 @@ from kafkawire.client.core.group.protocol import (
 from kafkawire.client.core.topic_partition import TopicPartition as TP
 from kafkawire.error_codes import ErrorCode as E
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import own_broker
 
 ORDERS = uuid.uuid4()
 Response = m.ConsumerGroupHeartbeatResponse
@@ -117,11 +117,7 @@ def test_leaving(instance, epoch):
 
 # ---- against the broker -----------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("consumer-protocol"), num_partitions=6,
-                      group_consumer_heartbeat_interval_ms=200) as running:
-        yield running
+broker = own_broker(num_partitions=6, group_consumer_heartbeat_interval_ms=200)
 
 
 async def produce(bootstrap, topic, count):

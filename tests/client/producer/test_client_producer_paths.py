@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from support.broker_harness import BrokerThread
+from support.broker_harness import own_broker
 from kafkawire.client import AsyncConsumer, BufferExhausted, Producer, TopicPartition
 from kafkawire.client.aio.waiting import wait_for_delivery
 from kafkawire.client.core.producer.accumulator import RecordAccumulator
@@ -160,10 +160,7 @@ def test_record_futures_are_awaitable_and_wait_in_threads():
 
 
 # ---- the blocking Producer from several threads -----------------------------------------------------
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerThread(data_dir=tmp_path_factory.mktemp("paths-broker"), num_partitions=3) as running:
-        yield running
+broker = own_broker(num_partitions=3)
 
 
 def test_blocking_producer_shared_by_threads_keeps_order_and_loses_nothing(broker):

@@ -36,10 +36,6 @@ class OffsetMap:
         self.used = 0
         self.latest_offset = -1
 
-    @property
-    def utilization(self) -> float:
-        return self.used / self.limit
-
     def room_for(self, count: int, key_bytes: int) -> bool:
         """Whether ``count`` more keys of ``key_bytes`` bytes in all fit."""
         return self.used + count * ENTRY_OVERHEAD + key_bytes <= self.limit

@@ -16,10 +16,12 @@ as TOPIC_ALREADY_EXISTS), UnknownTopicError, KafkaTimeoutError when retries ran 
 broker(s) and the last cause), or an AuthenticationException.
 
 Each request goes to the broker that can answer it, and retriable errors are retried until the call's
-``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, one concept
-a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
-consumer groups (``groups``), transactions (``transactions``), ACLs and SCRAM users
-(``security``).
+``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, objects the client
+owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
+consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
+and SCRAM users (``security``).
+Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
+that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
 from __future__ import annotations
 
@@ -29,18 +31,19 @@ from typing import Any
 from ...core.admin.config import AdminConfig
 from ...core.properties import resolve
 from ...errors import KafkaConnectionError
+from .calls import AdminCalls, part_call
 from .groups import GroupAdmin
 from .partitions import PartitionAdmin
 from .router import AdminRouter
 from .security import SecurityAdmin
+from .share_groups import ShareGroupAdmin
 from .topics import TopicAdmin
 from .transactions import TransactionAdmin
 
 __all__ = ["AsyncAdminClient"]
 
 
-
-class AsyncAdminClient(TopicAdmin, PartitionAdmin, GroupAdmin, TransactionAdmin, SecurityAdmin):
+class AsyncAdminClient:
     """Kafka's admin client on asyncio (see the module docstring). Settings: an AdminConfig, a mapping of
     Kafka's property names, or keyword properties."""
 
@@ -49,6 +52,53 @@ class AsyncAdminClient(TopicAdmin, PartitionAdmin, GroupAdmin, TransactionAdmin,
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap.servers is required")
         self._router = AdminRouter(self.config)
+        calls = AdminCalls(self._router)
+        self._topics = TopicAdmin(calls)
+        self._partitions = PartitionAdmin(calls)
+        self._groups = GroupAdmin(calls)
+        self._share_groups = ShareGroupAdmin(calls)
+        self._transactions = TransactionAdmin(calls)
+        self._security = SecurityAdmin(calls)
+
+    # ---- the parts' calls ------------------------------------------------------------------------------------
+    create_topics = part_call("_topics", TopicAdmin.create_topics)
+    delete_topics = part_call("_topics", TopicAdmin.delete_topics)
+    create_partitions = part_call("_topics", TopicAdmin.create_partitions)
+    describe_topics = part_call("_topics", TopicAdmin.describe_topics)
+    describe_cluster = part_call("_topics", TopicAdmin.describe_cluster)
+    list_topics = part_call("_topics", TopicAdmin.list_topics)
+    describe_configs = part_call("_topics", TopicAdmin.describe_configs)
+    alter_configs = part_call("_topics", TopicAdmin.alter_configs)
+    incremental_alter_configs = part_call("_topics", TopicAdmin.incremental_alter_configs)
+
+    list_offsets = part_call("_partitions", PartitionAdmin.list_offsets)
+    delete_records = part_call("_partitions", PartitionAdmin.delete_records)
+    describe_producers = part_call("_partitions", PartitionAdmin.describe_producers)
+
+    list_consumer_groups = part_call("_groups", GroupAdmin.list_consumer_groups)
+    describe_consumer_groups = part_call("_groups", GroupAdmin.describe_consumer_groups)
+    delete_consumer_groups = part_call("_groups", GroupAdmin.delete_consumer_groups)
+    list_consumer_group_offsets = part_call("_groups", GroupAdmin.list_consumer_group_offsets)
+    alter_consumer_group_offsets = part_call("_groups", GroupAdmin.alter_consumer_group_offsets)
+    delete_consumer_group_offsets = part_call("_groups", GroupAdmin.delete_consumer_group_offsets)
+
+    list_share_groups = part_call("_share_groups", ShareGroupAdmin.list_share_groups)
+    describe_share_groups = part_call("_share_groups", ShareGroupAdmin.describe_share_groups)
+    delete_share_groups = part_call("_share_groups", ShareGroupAdmin.delete_share_groups)
+    list_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.list_share_group_offsets)
+    alter_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.alter_share_group_offsets)
+    delete_share_group_offsets = part_call("_share_groups", ShareGroupAdmin.delete_share_group_offsets)
+
+    describe_transactions = part_call("_transactions", TransactionAdmin.describe_transactions)
+    list_transactions = part_call("_transactions", TransactionAdmin.list_transactions)
+
+    create_acls = part_call("_security", SecurityAdmin.create_acls)
+    describe_acls = part_call("_security", SecurityAdmin.describe_acls)
+    delete_acls = part_call("_security", SecurityAdmin.delete_acls)
+    describe_user_scram_credentials = part_call("_security", SecurityAdmin.describe_user_scram_credentials)
+    alter_user_scram_credentials = part_call("_security", SecurityAdmin.alter_user_scram_credentials)
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
 
     @property
     def retries(self) -> int:

@@ -4,7 +4,6 @@ it moves), built and read by ``core.admin_groups``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import cast
 
 from kafkawire.messages import (
     ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
@@ -12,33 +11,22 @@ from kafkawire.messages import (
 )
 
 from ...core.admin import groups
-from ...core.admin.errors import outcome_of
 from ...core.admin.groups import (
-    ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType,
-    ListConsumerGroupsResult,
+    ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, ListConsumerGroupsResult,
 )
-from ...core.admin.topics import Node
 from ...core.group.requests import commit_error_codes, offset_commit_request
 from ...core.topic_partition import TopicPartition
-from ...errors import KafkaError
 from ..connection import BrokerConnection
-from .calls import AdminCalls, unique
+from .calls import AdminCalls, AdminPart, unique
 from .router import GROUP
 
-__all__ = ["GroupAdmin"]
+__all__ = ["GroupAdmin", "delete_groups"]
 
 _CONSUMER_GROUP_DESCRIBE = ConsumerGroupDescribeRequest.API_KEY
 
 
-class GroupAdmin(AdminCalls):
+class GroupAdmin(AdminPart):
     """list/describe/delete_consumer_groups and list/alter/delete_consumer_group_offsets."""
-
-    def _node(self, node_id: int) -> Node:
-        known = self._router.nodes().get(node_id)
-        if known is not None:
-            return known
-        host, port = self._router.connections.brokers.get(node_id, ("", -1))
-        return Node(node_id, host, port)
 
     async def list_consumer_groups(self, *, states: Iterable[ConsumerGroupState] = (),
                                    types: Iterable[ConsumerGroupType] = (),
@@ -46,29 +34,9 @@ class GroupAdmin(AdminCalls):
         """The consumer groups of every broker (ListGroups to each), optionally only those in ``states`` or
         of ``types`` (CLASSIC, CONSUMER); a broker that could not answer is in ``errors``."""
         states, types = list(states), list(types)
-
-        async def attempt(nodes: list[int]) -> dict[int, object]:
-            found: dict[int, object] = {}
-            for node in nodes:
-                connection = await self._router.connection(node)
-                version = connection.api_version(ListGroupsRequest.API_KEY)
-                request = groups.list_groups_request(version, states, types)
-                response = await connection.send(request, version)
-                listed = groups.read_list_groups(response)
-                if isinstance(listed, KafkaError):
-                    found[node] = outcome_of(listed.code, None, f"ListGroups on broker {node}", coordinator=True)
-                else:
-                    found[node] = listed
-            return found
-        nodes = await self._router.broker_ids()
-        outcomes = await self._router.run(nodes, attempt, self._timeout_ms(request_timeout), "list_consumer_groups")
-        valid: list[ConsumerGroupListing] = []
-        errors: list[Exception] = []
-        for outcome in outcomes.values():
-            if isinstance(outcome, Exception):
-                errors.append(outcome)
-            else:
-                valid.extend(cast("list[ConsumerGroupListing]", outcome))
+        valid, errors = await self._calls.on_every_broker(
+            ListGroupsRequest.API_KEY, lambda version: groups.list_groups_request(version, states, types),
+            groups.read_list_groups, request_timeout, "list_consumer_groups")
         return ListConsumerGroupsResult(tuple(valid), tuple(errors))
 
     async def describe_consumer_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None,
@@ -76,7 +44,7 @@ class GroupAdmin(AdminCalls):
         """``{group id: ConsumerGroupDescription or exception}``: KIP-848 groups by ConsumerGroupDescribe
         where the coordinator serves it, classic groups by DescribeGroups."""
         async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
-            coordinator = self._node(node)
+            coordinator = self._calls.node(node)
             outcomes: dict[str, object] = {}
             classic = batch
             if _CONSUMER_GROUP_DESCRIBE in connection.api_versions:
@@ -92,21 +60,14 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(unique(group_ids, "group id"), attempt, self._calls.timeout_ms(request_timeout),
                                       "describe_consumer_groups")
 
     async def delete_consumer_groups(self, group_ids: Sequence[str], *, request_timeout: float | None = None
                                      ) -> dict[str, object]:
         """Delete empty groups and their offsets: ``{group id: None or exception}`` (NON_EMPTY_GROUP while
         members remain, GROUP_ID_NOT_FOUND)."""
-        async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
-            version = connection.api_version(DeleteGroupsRequest.API_KEY)
-            return groups.read_delete_groups(await connection.send(groups.delete_groups_request(batch), version))
-
-        async def attempt(pending: list[str]) -> dict[str, object]:
-            return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(unique(group_ids, "group id"), attempt, self._timeout_ms(request_timeout),
-                                      "delete_consumer_groups")
+        return await delete_groups(self._calls, group_ids, request_timeout, "delete_consumer_groups")
 
     async def list_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
                                           require_stable: bool = False, request_timeout: float | None = None
@@ -128,7 +89,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "list_consumer_group_offsets")
 
     async def alter_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
@@ -156,7 +117,7 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "alter_consumer_group_offsets")
 
     async def delete_consumer_group_offsets(self, requests: Sequence[ConsumerGroupTopicPartitions], *,
@@ -184,7 +145,17 @@ class GroupAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             return await self._router.per_coordinator(GROUP, pending, send)
-        return await self._router.run(list(wanted), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(wanted), attempt, self._calls.timeout_ms(request_timeout),
                                       "delete_consumer_group_offsets")
 
 
+async def delete_groups(calls: AdminCalls, group_ids: Sequence[str], request_timeout: float | None,
+                        what: str) -> dict[str, object]:
+    """DeleteGroups to each group's coordinator (of consumer groups and share groups alike)."""
+    async def send(connection: BrokerConnection, node: int, batch: list[str]) -> dict[str, object]:
+        version = connection.api_version(DeleteGroupsRequest.API_KEY)
+        return groups.read_delete_groups(await connection.send(groups.delete_groups_request(batch), version))
+
+    async def attempt(pending: list[str]) -> dict[str, object]:
+        return await calls.router.per_coordinator(GROUP, pending, send)
+    return await calls.router.run(unique(group_ids, "group id"), attempt, calls.timeout_ms(request_timeout), what)

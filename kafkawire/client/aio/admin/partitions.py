@@ -11,7 +11,7 @@ from ...core.admin import partitions
 from ...core.admin.partitions import IsolationLevel, OffsetSpec
 from ...core.topic_partition import TopicPartition
 from ..connection import BrokerConnection
-from .calls import AdminCalls
+from .calls import AdminPart
 
 __all__ = ["PartitionAdmin"]
 
@@ -21,7 +21,7 @@ def _partition(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
-class PartitionAdmin(AdminCalls):
+class PartitionAdmin(AdminPart):
     """list_offsets, delete_records, describe_producers: ``{partition: result or exception}``."""
 
     async def list_offsets(self, topic_partition_offsets: Mapping[TopicPartition, OffsetSpec], *,
@@ -41,7 +41,7 @@ class PartitionAdmin(AdminCalls):
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, object]:
             return await self._router.per_leader(pending, send)
-        return await self._router.run(list(specs), attempt, self._timeout_ms(request_timeout), "list_offsets")
+        return await self._router.run(list(specs), attempt, self._calls.timeout_ms(request_timeout), "list_offsets")
 
     async def delete_records(self, topic_partition_offsets: Mapping[TopicPartition, int], *,
                              operation_timeout: float | None = None, request_timeout: float | None = None
@@ -49,7 +49,7 @@ class PartitionAdmin(AdminCalls):
         """Delete each partition's records below its offset (-1: below the high watermark, all of them):
         ``{partition: DeletedRecords (the new low watermark) or exception}``."""
         offsets = {_partition(tp): int(offset) for tp, offset in topic_partition_offsets.items()}
-        broker_timeout = self._operation_ms(operation_timeout, request_timeout)
+        broker_timeout = self._calls.operation_ms(operation_timeout, request_timeout)
 
         async def send(connection: BrokerConnection, batch: list[TopicPartition]) -> dict[TopicPartition, object]:
             request = partitions.delete_records_request({tp: offsets[tp] for tp in batch}, broker_timeout)
@@ -58,7 +58,7 @@ class PartitionAdmin(AdminCalls):
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, object]:
             return await self._router.per_leader(pending, send)
-        return await self._router.run(list(offsets), attempt, self._timeout_ms(request_timeout), "delete_records")
+        return await self._router.run(list(offsets), attempt, self._calls.timeout_ms(request_timeout), "delete_records")
 
     async def describe_producers(self, topic_partitions: Iterable[TopicPartition], *,
                                  request_timeout: float | None = None) -> dict[TopicPartition, object]:
@@ -73,4 +73,4 @@ class PartitionAdmin(AdminCalls):
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, object]:
             return await self._router.per_leader(pending, send)
-        return await self._router.run(wanted, attempt, self._timeout_ms(request_timeout), "describe_producers")
+        return await self._router.run(wanted, attempt, self._calls.timeout_ms(request_timeout), "describe_producers")

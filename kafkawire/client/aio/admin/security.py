@@ -8,12 +8,12 @@ from ...core.admin import acls
 from ...core.admin import scram
 from ...core.admin.acls import AclBinding, AclBindingFilter
 from ...core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
-from .calls import AdminCalls, raise_or, unique
+from .calls import AdminPart, raise_or, unique
 
 __all__ = ["SecurityAdmin"]
 
 
-class SecurityAdmin(AdminCalls):
+class SecurityAdmin(AdminPart):
     """create_acls, describe_acls, delete_acls, describe_user_scram_credentials and
     alter_user_scram_credentials (the broker needs an authorizer for ACLs: SECURITY_DISABLED otherwise)."""
 
@@ -21,26 +21,26 @@ class SecurityAdmin(AdminCalls):
                           ) -> dict[AclBinding, object]:
         """``{binding: None or exception}``."""
         async def attempt(pending: list[AclBinding]) -> dict[AclBinding, object]:
-            response = await self._send_any(acls.create_acls_request(pending))
+            response = await self._calls.send_any(acls.create_acls_request(pending))
             return acls.read_create_acls(response, pending)
-        return await self._router.run(unique(bindings, "ACL binding"), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(unique(bindings, "ACL binding"), attempt, self._calls.timeout_ms(request_timeout),
                                       "create_acls")
 
     async def describe_acls(self, acl_binding_filter: AclBindingFilter, *, request_timeout: float | None = None
                             ) -> list[AclBinding]:
         """The ACLs the filter matches."""
         async def attempt() -> object:
-            return acls.read_describe_acls(await self._send_any(acls.describe_acls_request(acl_binding_filter)))
-        return raise_or(await self._router.run_one(attempt, self._timeout_ms(request_timeout), "describe_acls"))
+            return acls.read_describe_acls(await self._calls.send_any(acls.describe_acls_request(acl_binding_filter)))
+        return raise_or(await self._router.run_one(attempt, self._calls.timeout_ms(request_timeout), "describe_acls"))
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter], *, request_timeout: float | None = None
                           ) -> dict[AclBindingFilter, object]:
         """``{filter: list of the AclBindings it deleted, or exception}``."""
         async def attempt(pending: list[AclBindingFilter]) -> dict[AclBindingFilter, object]:
-            response = await self._send_any(acls.delete_acls_request(pending))
+            response = await self._calls.send_any(acls.delete_acls_request(pending))
             return acls.read_delete_acls(response, pending)
         return await self._router.run(unique(filters, "ACL binding filter"), attempt,
-                                      self._timeout_ms(request_timeout), "delete_acls")
+                                      self._calls.timeout_ms(request_timeout), "delete_acls")
 
     async def describe_user_scram_credentials(self, users: Sequence[str] | None = None, *,
                                               request_timeout: float | None = None) -> dict[str, object]:
@@ -51,8 +51,8 @@ class SecurityAdmin(AdminCalls):
         async def attempt() -> object:
             request = scram.describe_user_scram_credentials_request(names)
             return scram.read_describe_user_scram_credentials(
-                await self._send_any(request))
-        return raise_or(await self._router.run_one(attempt, self._timeout_ms(request_timeout),
+                await self._calls.send_any(request))
+        return raise_or(await self._router.run_one(attempt, self._calls.timeout_ms(request_timeout),
                                                    "describe_user_scram_credentials"))
 
     async def alter_user_scram_credentials(self, alterations: Sequence[UserScramCredentialUpsertion
@@ -66,7 +66,7 @@ class SecurityAdmin(AdminCalls):
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             request = scram.alter_user_scram_credentials_request([c for u in pending for c in by_user[u]])
-            response = await self._send_any(request)
+            response = await self._calls.send_any(request)
             return scram.read_alter_user_scram_credentials(response)
-        return await self._router.run(list(by_user), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(list(by_user), attempt, self._calls.timeout_ms(request_timeout),
                                       "alter_user_scram_credentials")

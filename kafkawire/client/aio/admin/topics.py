@@ -18,7 +18,7 @@ from ...core.admin.resource_configs import ConfigResource, ConfigResourceType
 from ...core.admin.topics import DescribeClusterResult, NewPartitions, NewTopic, TopicDescription
 from ...errors import AuthenticationException, KafkaConnectionError
 from ..connection import BrokerConnection
-from .calls import AdminCalls, raise_or, unique
+from .calls import AdminPart, raise_or, unique
 
 __all__ = ["TopicAdmin"]
 
@@ -26,7 +26,7 @@ _DESCRIBE_TOPIC_PARTITIONS = DescribeTopicPartitionsRequest.API_KEY
 _NODE_RESOURCES = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)  # answered by that broker only
 
 
-class TopicAdmin(AdminCalls):
+class TopicAdmin(AdminPart):
     """create_topics, delete_topics, create_partitions, describe_topics, describe_cluster and the config
     calls. Per-resource calls return ``{resource: result or exception}``."""
 
@@ -39,24 +39,24 @@ class TopicAdmin(AdminCalls):
         """Create topics: ``{name: None or exception}`` (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, ...)."""
         by_name = {t.topic: t for t in new_topics}
         unique((t.topic for t in new_topics), "topic")
-        broker_timeout = self._operation_ms(operation_timeout, request_timeout)
+        broker_timeout = self._calls.operation_ms(operation_timeout, request_timeout)
 
         async def attempt(names: list[str]) -> dict[str, object]:
             request = topics.create_topics_request([by_name[n] for n in names], broker_timeout, validate_only)
-            return topics.read_create_topics(await self._send_any(request))
-        return await self._router.run(by_name, attempt, self._timeout_ms(request_timeout), "create_topics")
+            return topics.read_create_topics(await self._calls.send_any(request))
+        return await self._router.run(by_name, attempt, self._calls.timeout_ms(request_timeout), "create_topics")
 
     async def delete_topics(self, names: Sequence[str], *, operation_timeout: float | None = None,
                             request_timeout: float | None = None) -> dict[str, object]:
         """Delete topics by name: ``{name: None or exception}``."""
-        broker_timeout = self._operation_ms(operation_timeout, request_timeout)
+        broker_timeout = self._calls.operation_ms(operation_timeout, request_timeout)
 
         async def attempt(pending: list[str]) -> dict[str, object]:
             connection = await self._router.any_connection()
             version = connection.api_version(DeleteTopicsRequest.API_KEY)
             response = await connection.send(topics.delete_topics_request(version, pending, broker_timeout), version)
             return topics.read_delete_topics(response)
-        return await self._router.run(unique(names, "topic"), attempt, self._timeout_ms(request_timeout),
+        return await self._router.run(unique(names, "topic"), attempt, self._calls.timeout_ms(request_timeout),
                                       "delete_topics")
 
     async def create_partitions(self, new_partitions: Sequence[NewPartitions], *,
@@ -65,12 +65,12 @@ class TopicAdmin(AdminCalls):
         """Add partitions to topics: ``{name: None or exception}`` (INVALID_PARTITIONS when not a growth)."""
         by_name = {p.topic: p for p in new_partitions}
         unique((p.topic for p in new_partitions), "topic")
-        broker_timeout = self._operation_ms(operation_timeout, request_timeout)
+        broker_timeout = self._calls.operation_ms(operation_timeout, request_timeout)
 
         async def attempt(names: list[str]) -> dict[str, object]:
             request = topics.create_partitions_request([by_name[n] for n in names], broker_timeout, validate_only)
-            return topics.read_create_partitions(await self._send_any(request))
-        return await self._router.run(by_name, attempt, self._timeout_ms(request_timeout), "create_partitions")
+            return topics.read_create_partitions(await self._calls.send_any(request))
+        return await self._router.run(by_name, attempt, self._calls.timeout_ms(request_timeout), "create_partitions")
 
     async def describe_topics(self, names: Sequence[str] | object, *, request_timeout: float | None = None,
                               include_authorized_operations: bool = False) -> dict[str, object]:
@@ -85,7 +85,7 @@ class TopicAdmin(AdminCalls):
             version = connection.api_version(MetadataRequest.API_KEY, 1)
             request = topics.metadata_request(version, pending, include_authorized_operations)
             return topics.read_topic_descriptions(await connection.send(request, version), pending)
-        return await self._router.run(names, attempt, self._timeout_ms(request_timeout), "describe_topics")
+        return await self._router.run(names, attempt, self._calls.timeout_ms(request_timeout), "describe_topics")
 
     async def _describe_topic_partitions(self, connection: BrokerConnection,
                                          names: list[str]) -> dict[str, object]:
@@ -106,8 +106,8 @@ class TopicAdmin(AdminCalls):
         """The cluster id, controller and brokers (DescribeCluster)."""
         async def attempt() -> object:
             request = topics.describe_cluster_request(include_authorized_operations)
-            return topics.read_describe_cluster(await self._send_any(request))
-        return raise_or(await self._router.run_one(attempt, self._timeout_ms(request_timeout),
+            return topics.read_describe_cluster(await self._calls.send_any(request))
+        return raise_or(await self._router.run_one(attempt, self._calls.timeout_ms(request_timeout),
                                                     "describe_cluster"))
 
     async def list_topics(self, *, request_timeout: float | None = None,
@@ -122,7 +122,7 @@ class TopicAdmin(AdminCalls):
             found = topics.read_topic_descriptions(response, names)
             return {name: d for name, d in found.items()
                     if isinstance(d, TopicDescription) and (include_internal or not d.is_internal)}
-        return raise_or(await self._router.run_one(attempt, self._timeout_ms(request_timeout), "list_topics"))
+        return raise_or(await self._router.run_one(attempt, self._calls.timeout_ms(request_timeout), "list_topics"))
 
     # ---- configs -----------------------------------------------------------------------------------------
     async def _per_config_node(self, resources: Sequence[ConfigResource], build, read, what: str,
@@ -157,7 +157,7 @@ class TopicAdmin(AdminCalls):
                     if key in by_key:
                         outcomes[by_key[key]] = outcome
             return outcomes
-        return await self._router.run(list(by_key.values()), attempt, self._timeout_ms(request_timeout), what)
+        return await self._router.run(list(by_key.values()), attempt, self._calls.timeout_ms(request_timeout), what)
 
     async def describe_configs(self, resources: Sequence[ConfigResource], *, request_timeout: float | None = None,
                                include_synonyms: bool = False, include_documentation: bool = False

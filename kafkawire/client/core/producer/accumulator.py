@@ -515,10 +515,6 @@ class RecordAccumulator:
     def has_incomplete(self) -> bool:
         return bool(self._incomplete)
 
-    @property
-    def flush_in_progress(self) -> bool:
-        return self._flushes > 0
-
 
 def _bytes_like(data: object) -> bool:
     if isinstance(data, (bytes, bytearray, memoryview)):

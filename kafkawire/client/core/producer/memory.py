@@ -170,10 +170,6 @@ class BufferPool:
             "buffer-exhausted-total": self.exhausted_total,
         }
 
-    def reset_peaks(self) -> None:
-        self.peak_in_use = self.in_use
-        self.peak_reserved = self.reserved
-
     # ---- allocation ------------------------------------------------------------------------------
     def allocate(self, size: int, max_time_to_block_ms: float) -> Allocation:
         """Ask for ``size`` bytes, waiting at most ``max_time_to_block_ms`` (0: fail at once)."""
