@@ -13,7 +13,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .config.broker_config import BrokerConfig
 from .network.connection import Connection
@@ -32,8 +32,10 @@ from .storage import PartitionLog
 from .storage.cleaner import LogCleaner, LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
-from .network.tap import WireTap
 from .topics import TopicManager
+
+if TYPE_CHECKING:
+    from .network.tap import WireTap
 
 __all__ = ["Broker"]
 
@@ -141,6 +143,7 @@ class Broker:
 
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
+            from .network.tap import WireTap  # (the pcap writer, imported only when asked for)
             self.tap = WireTap(self.config.tap_path)
         if self.over is None:
             self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from struct import Struct
 
-from crc32c import crc32c
-
 from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import TRANSACTIONAL_FLAG
+from ...records.checksums import crc32c
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .cleaner.files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
