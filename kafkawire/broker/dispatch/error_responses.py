@@ -202,8 +202,9 @@ def _offset_for_leader_epoch(request, version, code, message):
         for p in t.partitions]) for t in request.topics])
 
 
-def _alter_configs(response_class):
+def _alter_configs(response_name: str):
     def build(request, version, code, message):
+        response_class = m.message_class(response_name)
         return response_class(responses=[response_class.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
             for r in request.resources])
@@ -279,12 +280,12 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
-    ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
+    ApiKey.ALTER_CONFIGS: _alter_configs("AlterConfigsResponse"),
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.ELECT_LEADERS: _elect_leaders,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs("IncrementalAlterConfigsResponse"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,

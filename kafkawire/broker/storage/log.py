@@ -468,7 +468,9 @@ class PartitionLog:
         if not self._loaded:  # never opened: its files and clean-shutdown marker are as they were
             return
         self.flush()
-        self.snapshots.take(self.log_end_offset, self.producer_state)
+        if self.snapshots.offsets or self.producer_state.producers or self.log_end_offset > self.local_log_start_offset:
+            # (an empty log without producers or snapshots has no state to keep: opening it replays nothing)
+            self.snapshots.take(self.log_end_offset, self.producer_state)
         active = self.local.active
         marker = self.directory / _CLEAN_SHUTDOWN
         tmp = marker.with_name(marker.name + ".tmp")
