@@ -37,7 +37,7 @@ from .log_transactions import LogTransactions
 from .producer_snapshots import ProducerSnapshots
 from .producer_state import ProducerStateEntry, ProducerStateManager
 from .remote import RemoteSegment, RemoteStore
-from .segment import LogSegment
+from .segment import LogSegment, segment_name
 from .transaction_index import AbortedTxn
 from .validation import DecompressionBudget, ValidatedBatch, validate_produce_records
 
@@ -143,6 +143,20 @@ class PartitionLog:
     def opened(self) -> bool:
         """Its files opened (a lazy log's on first use)."""
         return self._loaded
+
+    def empty_on_disk(self) -> bool:
+        """A log not opened since the start that holds nothing, as its clean-shutdown marker and its
+        folder say without opening it: one segment, the marker's active one, empty, and no remote tier
+        (what retention and other passes over every log may skip)."""
+        if self._loaded or self.tiered:
+            return False
+        try:
+            base, size = (int(word) for word in Path(self._directory, _CLEAN_SHUTDOWN).read_text().split())
+            with os.scandir(self._directory) as entries:
+                logs = [entry.name for entry in entries if entry.name.endswith(".log")]
+        except (OSError, ValueError):
+            return False
+        return size == 0 and logs == [f"{segment_name(base)}.log"]
 
     @property
     def closed(self) -> bool:

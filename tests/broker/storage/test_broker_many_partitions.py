@@ -14,7 +14,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkawire.broker.storage import PartitionLog
 from support.broker_process import BrokerProcess
+from support.log_helpers import batch, open_log
 
 TOPICS, PARTITIONS = 50, 200
 START_TIMEOUT_S = 120  # (a loaded machine)
@@ -114,3 +116,32 @@ def test_the_partitions_survive_a_second_restart(data_dir):
         finally:
             broker.kill()
     assert (data_dir / "idle-020-5" / ".kafkawire-clean-shutdown").exists()
+
+
+# ---- a log opened on first use (in process) ----------------------------------------------------------
+
+def test_a_lazy_log_opens_on_first_use_and_closes_untouched_when_never_used(tmp_path):
+    with open_log(tmp_path / "t-0") as written:
+        written.append(batch([b"a", b"b"]))
+    PartitionLog(tmp_path / "t-1").close()
+    lazy = PartitionLog(tmp_path / "t-0", lazy=True)
+    assert not lazy.opened
+    assert lazy.log_end_offset == 2 and lazy.opened  # (opened by the first use)
+    lazy.close()
+    untouched = PartitionLog(tmp_path / "t-1", lazy=True)
+    marker = tmp_path / "t-1" / ".kafkawire-clean-shutdown"
+    before = marker.read_text()
+    untouched.close()
+    assert not untouched.opened and marker.read_text() == before
+
+
+def test_only_a_log_holding_records_is_opened_for_retention(tmp_path):
+    """A pass over every log (retention) skips an idle, empty one without opening it."""
+    with open_log(tmp_path / "t-0") as written:
+        written.append(batch([b"a"]))
+    PartitionLog(tmp_path / "t-1").close()
+    holding, empty = PartitionLog(tmp_path / "t-0", lazy=True), PartitionLog(tmp_path / "t-1", lazy=True)
+    assert not holding.empty_on_disk() and empty.empty_on_disk()
+    assert not holding.opened and not empty.opened
+    assert empty.log_end_offset == 0  # opened now
+    assert not empty.empty_on_disk()  # (an opened log is asked directly)
