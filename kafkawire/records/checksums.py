@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sys
 from importlib.machinery import ExtensionFileLoader, ModuleSpec, PathFinder
+from types import ModuleType
 
 __all__ = ["crc32c"]
 
 
-def _load_extension():
+def _load_extension() -> ModuleType:
     """``crc32c._crc32c``: the one already imported, else loaded from the package's folder."""
     loaded = sys.modules.get("crc32c._crc32c")
     if loaded is not None:

@@ -8,6 +8,10 @@ Offsets and names follow ``DefaultRecordBatch.java`` and ``LegacyRecord.java``.
 from __future__ import annotations
 
 from struct import Struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from construct import Struct as Layout
 
 __all__ = [
     "BATCH_HEADER", "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC_OFFSET", "CRC_OFFSET", "ATTRIBUTES_OFFSET",
@@ -92,13 +96,13 @@ CRC_OFFSET = _offset_of("BATCH_HEADER", "crc")  # 17
 ATTRIBUTES_OFFSET = _offset_of("BATCH_HEADER", "attributes")  # 21, where the CRC-32C coverage starts
 
 
-def packed(layout) -> Struct:
+def packed(layout: Layout) -> Struct:
     """The ``struct.Struct`` that reads and writes a construct layout's fields in order."""
     from ..layout_formats import packed as from_construct
     return from_construct(layout)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Layout:
     """The construct layouts (``BATCH_HEADER``...), made from the declarations on first use."""
     fields = _DECLARED.get(name)
     if fields is None:

@@ -38,7 +38,8 @@ _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKe
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
     """The response to ``request`` with ``code`` everywhere, or None when the API has none here."""
     if api_key in _TOP_LEVEL:
-        response = m.api(api_key).response_class(error_code=code)
+        response_class: Any = m.api(api_key).response_class  # (each of these has an error_code)
+        response = response_class(error_code=code)
         if api_key in _WITH_PRODUCER:
             response.producer_id, response.producer_epoch = -1, -1
         if api_key in _WITH_MESSAGE:

@@ -78,7 +78,7 @@ class PartitionLog:
     the oldest open transaction, or the high watermark (``log_transactions``).
     """
 
-    def __init__(self, directory: Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
+    def __init__(self, directory: str | Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
                  now_ms: Callable[[], int] | None = None, *, leader_epoch: int = 0,
                  descriptors: DescriptorCache | None = None, lazy: bool = False):
         """With ``lazy`` (a broker's start), the files are opened and recovered on the log's first use,
