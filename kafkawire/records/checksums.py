@@ -5,6 +5,7 @@ largest part of the cost of importing it).
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 from importlib.machinery import ExtensionFileLoader, ModuleSpec, PathFinder
 from types import ModuleType
 
@@ -29,4 +30,7 @@ def _load_extension() -> ModuleType:
     return module
 
 
-crc32c = _load_extension().crc32c
+if TYPE_CHECKING:  # the package's typed signature
+    from crc32c import crc32c as crc32c
+else:
+    crc32c = _load_extension().crc32c
