@@ -40,6 +40,9 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
    and reading it 16 KiB every 50 ms) against the same broker; target: the best consume rate under
    abuse >= 90% of the best without (over all the clean runs).
 
+9. Start, stop and idle memory at 10,000 partitions against Tansu (issue 33): ``--lifecycle`` runs
+   bench/broker_lifecycle.py's rows (process start, restart and SIGTERM, RSS per idle partition) instead.
+
 This is a benchmark script, not a test.
 """
 from __future__ import annotations
@@ -456,7 +459,12 @@ def main(argv=None) -> int:
     parser.add_argument("--no-security", action="store_true", help="skip the SASL_SSL rows")
     parser.add_argument("--repeats", type=int, default=3,
                         help="consume and raw-fetch runs per value size, the best one scored (default 3)")
+    parser.add_argument("--lifecycle", action="store_true",
+                        help="run only the start, stop and idle-memory rows (bench/broker_lifecycle.py)")
     args = parser.parse_args(argv)
+    if args.lifecycle:
+        import broker_lifecycle
+        return broker_lifecycle.main([])
     if args.quick:
         args.bytes = 64 << 20
     try:

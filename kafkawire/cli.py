@@ -23,8 +23,14 @@ CAPTURE_EXTRA = ("pyspark", "pyarrow", "pandas", "numpy")
 INSTALL_CAPTURE = "pip install 'kafkawire[capture]'"
 
 
+# The commands that need nothing of the capture packages: their parser is built without the capture
+# commands' options, which would import those packages (a broker's start pays for every import).
+_BASE_COMMANDS = frozenset({"apis", "inspect", "broker", "cluster", "fuzz", "demo"})
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(capture_commands=not argv or argv[0] not in _BASE_COMMANDS)
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -38,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kafkawire`` command's parser (the docs' command-line reference is generated from it)."""
+def build_parser(capture_commands: bool = True) -> argparse.ArgumentParser:
+    """The ``kafkawire`` command's parser (the docs' command-line reference is generated from it);
+    without ``capture_commands``, without decode, report and show."""
     parser = argparse.ArgumentParser(prog="kafkawire", description="The Apache Kafka wire protocol in Python.")
     parser.add_argument("--version", action="version", version=f"kafkawire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -76,11 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="serve the control interface on PORT (0 picks a free port)")
     _add_broker_options(cluster)
 
-    from .capture_spark.commands import add_decode_command, add_report_command
-    add_decode_command(commands)
-    add_report_command(commands)
-    from .capture.terminal.show import add_show_command
-    add_show_command(commands)
+    if capture_commands:
+        from .capture_spark.commands import add_decode_command, add_report_command
+        add_decode_command(commands)
+        add_report_command(commands)
+        from .capture.terminal.show import add_show_command
+        add_show_command(commands)
 
     fuzz = commands.add_parser(
         "fuzz", help="send a broker generated and malformed requests and check its answers",

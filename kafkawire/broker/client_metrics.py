@@ -18,9 +18,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
-
 from ..error_codes import ErrorCode
+from ..records.checksums import crc32c
 from ..records.compression import decompress
 from .persistence.atomic_file import write_json_atomically
 

@@ -13,7 +13,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .config.broker_config import BrokerConfig
 from .network.connection import Connection
@@ -33,8 +33,10 @@ from .storage import PartitionLog
 from .storage.cleaner import LogCleaner, LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
-from .network.tap import WireTap
 from .topics import TopicManager
+
+if TYPE_CHECKING:
+    from .network.tap import WireTap
 
 __all__ = ["Broker"]
 
@@ -143,6 +145,7 @@ class Broker:
 
     async def start(self) -> None:
         if self.config.tap_path is not None and self.tap is None:
+            from .network.tap import WireTap  # (the pcap writer, imported only when asked for)
             self.tap = WireTap(self.config.tap_path)
         if self.over is None:
             self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
@@ -290,18 +293,22 @@ class Broker:
         now = time.time_ns() // 1_000_000
         for count, (topic, index, partition_log) in enumerate(list(self.topics.all_logs()), 1):
             try:
-                remote = partition_log.remote
-                if remote is not None:
-                    for segment in partition_log.segments_to_copy():  # to the remote tier, the files off the loop
-                        closed = describe_closed_segment(segment)
-                        copied = await asyncio.to_thread(remote.copy_files, partition_log.name, closed)
-                        partition_log.add_remote_segment(copied)
-                partition_log.apply_retention(now, copy_to_remote=False)
+                if not partition_log.empty_on_disk():  # (an idle, empty partition stays unopened: cheap)
+                    await self._retain(partition_log, now)
             except OSError:
                 log.exception("retention of %s-%d failed", topic.name, index)
             if count % _RETENTION_SLICE == 0:
                 await asyncio.sleep(0)
         self._schedule_retention()
+
+    async def _retain(self, partition_log: PartitionLog, now: int) -> None:
+        remote = partition_log.remote
+        if remote is not None:
+            for segment in partition_log.segments_to_copy():  # to the remote tier, the files off the loop
+                closed = describe_closed_segment(segment)
+                copied = await asyncio.to_thread(remote.copy_files, partition_log.name, closed)
+                partition_log.add_remote_segment(copied)
+        partition_log.apply_retention(now, copy_to_remote=False)
 
     def _logs(self) -> list[PartitionLog]:
         return [partition_log for _, _, partition_log in self.topics.all_logs()]

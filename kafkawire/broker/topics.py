@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
+_CLOSING_THREADS = 8
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
                       ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
@@ -91,28 +94,41 @@ class TopicManager:
             return
         for entry in json.loads(path.read_text()):
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
-            topic.partitions = [self._open_log(topic, index) for index in range(entry["partitions"])]
+            log_config = self.log_config(topic.configs)  # (one for all the topic's partitions)
+            topic.partitions = [self._open_log(topic, index, log_config, lazy=True)
+                                for index in range(entry["partitions"])]
             self._add(topic)
         self._remove_stray_logs()
 
     def _remove_stray_logs(self) -> None:
         """Delete partition directories no topic owns: a creation or deletion cut short by a crash
         (Kafka likewise deletes the logs of partitions its metadata no longer has)."""
-        for entry in self.config.data_dir.iterdir():
-            match = _PARTITION_DIR.fullmatch(entry.name)
-            if match is None or not entry.is_dir():
-                continue
-            topic = self.topics.get(match[1])
-            if topic is not None and int(match[2]) < len(topic.partitions):
-                continue
+        with os.scandir(self.config.data_dir) as entries:  # (a DirEntry knows whether it is a folder)
+            stray = [Path(entry.path) for entry in entries if self._stray(entry.name) and entry.is_dir()]
+        for entry in stray:
             if all(f.is_file() and f.name.endswith(_LOG_FILE_SUFFIXES) for f in entry.iterdir()):
                 log.warning("removing %s: no topic owns this partition directory", entry)
                 shutil.rmtree(entry, ignore_errors=True)
 
+    def _stray(self, name: str) -> bool:
+        """Whether ``name`` looks like a partition's folder that no topic owns."""
+        match = _PARTITION_DIR.fullmatch(name)
+        if match is None:
+            return False
+        topic = self.topics.get(match[1])
+        return topic is None or int(match[2]) >= len(topic.partitions)
+
     def close(self) -> None:
-        for topic in self.topics.values():
-            for log in topic.partitions:
+        """Close every log: those opened since the start (the others have nothing to write) on a few
+        threads, whose flushes and snapshot writes wait on the disk in parallel."""
+        opened = [log for topic in self.topics.values() for log in topic.partitions if log.opened]
+        if len(opened) <= 1:
+            for log in opened:
                 log.close()
+            return
+        with ThreadPoolExecutor(max_workers=min(_CLOSING_THREADS, len(opened)),
+                                thread_name_prefix="kafkawire-log-close") as pool:
+            list(pool.map(PartitionLog.close, opened))
 
     def _save(self) -> None:
         entries = [{"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
@@ -345,14 +361,15 @@ class TopicManager:
         except ConfigError as failure:
             raise TopicError(failure.code, failure.message) from None
 
-    def _log_dir(self, name: str, partition: int) -> Path:
-        return self.config.data_dir / f"{name}-{partition}"
+    def _log_dir(self, name: str, partition: int) -> str:
+        return os.path.join(self.config.data_dir, f"{name}-{partition}")
 
-    def _open_log(self, topic: Topic, partition: int) -> PartitionLog:
-        log_config = self.log_config(topic.configs)
+    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig | None = None, *,
+                  lazy: bool = False) -> PartitionLog:
+        log_config = log_config if log_config is not None else self.log_config(topic.configs)
         remote = self.remote if log_config.remote_storage_enable else None
         return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote,
-                            descriptors=self.descriptors)
+                            descriptors=self.descriptors, lazy=lazy)
 
 
 def _check_name(name: str) -> None:

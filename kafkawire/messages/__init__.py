@@ -1127,8 +1127,10 @@ message_class = _REGISTRY.message_class
 
 
 def __getattr__(name):
-    return _REGISTRY.load(name)
+    loaded = _REGISTRY.load(name)
+    globals()[name] = loaded  # later uses are a plain attribute lookup, not this call
+    return loaded
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_MODULES))
+    return sorted(set(globals()) | set(_MODULES))

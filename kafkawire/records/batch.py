@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from crc32c import crc32c
-
 from ..accelerators import load
 from ..errors import CompressionError, CorruptRecordError, RecordsError
+from .checksums import crc32c
 from .columns import RecordColumns
 from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
-from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, packed
+from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_FORMAT, BATCH_HEADER_SIZE
 from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
 
@@ -38,7 +37,7 @@ DELETE_HORIZON_FLAG = 0x40
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
-_HEADER = packed(BATCH_HEADER)
+_HEADER = BATCH_HEADER_FORMAT
 # The smallest record: length, attributes, timestamp delta, offset delta, key and value lengths and
 # a header count, one byte each.
 _MIN_RECORD_SIZE = 7

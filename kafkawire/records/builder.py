@@ -11,13 +11,12 @@ import zlib
 from collections.abc import Iterable
 from struct import Struct
 
-from crc32c import crc32c
-
 from .appender import RecordAppender
 from .batch import CONTROL_FLAG, DELETE_HORIZON_FLAG, TIMESTAMP_TYPE_FLAG, TRANSACTIONAL_FLAG
+from .checksums import crc32c
 from .compression import Buffer, Codec, compress
 from .control import ControlType, control_key, end_txn_marker_value
-from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, CRC_OFFSET, packed
+from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_FORMAT, CRC_OFFSET
 from .legacy import LEGACY_TIMESTAMP_TYPE_FLAG
 from .record import Header, TimestampType
 
@@ -25,7 +24,7 @@ __all__ = ["RecordBatchBuilder", "LegacyMessageSetBuilder", "HeaderLike", "trans
 
 HeaderLike = Header | tuple[str, "bytes | None"]
 
-_HEADER = packed(BATCH_HEADER)
+_HEADER = BATCH_HEADER_FORMAT
 _CRC = Struct(">I")
 _LEGACY_PREFIX = Struct(">qiI")  # offset, size, crc
 _INT32 = Struct(">i")

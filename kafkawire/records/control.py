@@ -13,7 +13,7 @@ from struct import Struct
 from typing import TYPE_CHECKING
 
 from ..errors import DecodeError, RecordsError
-from .layouts import CONTROL_KEY, END_TXN_MARKER, packed
+from .layouts import CONTROL_KEY_FORMAT, END_TXN_MARKER_FORMAT
 from .record import Record
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ControlType", "ControlRecord", "control_record", "control_key", "end_txn_marker_value"]
 
-_KEY = packed(CONTROL_KEY)
-_MARKER = packed(END_TXN_MARKER)
+_KEY = CONTROL_KEY_FORMAT
+_MARKER = END_TXN_MARKER_FORMAT
 _VERSION = Struct(">h")
 
 

@@ -12,7 +12,7 @@ from struct import Struct
 
 from ..errors import CompressionError, CorruptRecordError, RecordsError
 from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
-from .layouts import LEGACY_HEADER_V0, LEGACY_HEADER_V1, LOG_OVERHEAD, MAGIC_OFFSET, packed
+from .layouts import LEGACY_HEADER_V0_FORMAT, LEGACY_HEADER_V1_FORMAT, LOG_OVERHEAD, MAGIC_OFFSET
 from .record import Record, TimestampType
 
 __all__ = ["LegacyBatch", "LEGACY_CODEC_MASK", "LEGACY_TIMESTAMP_TYPE_FLAG", "legacy_header_size"]
@@ -20,7 +20,7 @@ __all__ = ["LegacyBatch", "LEGACY_CODEC_MASK", "LEGACY_TIMESTAMP_TYPE_FLAG", "le
 LEGACY_CODEC_MASK = 0x07
 LEGACY_TIMESTAMP_TYPE_FLAG = 0x08  # magic 1 only
 
-_HEADERS = {0: packed(LEGACY_HEADER_V0), 1: packed(LEGACY_HEADER_V1)}
+_HEADERS = {0: LEGACY_HEADER_V0_FORMAT, 1: LEGACY_HEADER_V1_FORMAT}
 _LENGTH = Struct(">i")
 
 

@@ -22,12 +22,12 @@ class BrokerProcess:
     """``kafkawire broker`` in a subprocess on ``--port 0``; the port is parsed from its ready line, and
     ``lines`` keeps what it printed before it (stdout and stderr)."""
 
-    def __init__(self, data_dir: Path, *extra: str):
+    def __init__(self, data_dir: Path, *extra: str, start_timeout_s: float = 15):
         self.proc = subprocess.Popen(
             [str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", "--no-auto-create",
              "--segment-bytes", str(SEGMENT_BYTES), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0)  # unbuffered: select sees every line
-        deadline, line = time.monotonic() + 15, b""
+        deadline, line = time.monotonic() + start_timeout_s, b""
         self.lines: list[str] = []
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)

@@ -17,15 +17,16 @@ from ...messages import ApiKey
 
 __all__ = ["error_response"]
 
-# APIs whose response has a top-level ErrorCode at every version this broker serves.
-_TOP_LEVEL: dict[int, Callable[..., Any]] = {response.API_KEY: response for response in (
-    m.JoinGroupResponse, m.HeartbeatResponse, m.LeaveGroupResponse, m.SyncGroupResponse, m.ListGroupsResponse,
-    m.SaslHandshakeResponse, m.ApiVersionsResponse, m.InitProducerIdResponse, m.AddOffsetsToTxnResponse,
-    m.EndTxnResponse, m.DescribeAclsResponse, m.ListTransactionsResponse, m.ConsumerGroupHeartbeatResponse,
-    m.SaslAuthenticateResponse, m.DescribeUserScramCredentialsResponse, m.DescribeClusterResponse,
-    m.OffsetDeleteResponse, m.GetTelemetrySubscriptionsResponse, m.PushTelemetryResponse,
-    m.ShareGroupHeartbeatResponse, m.ShareFetchResponse, m.ShareAcknowledgeResponse,
-    m.AlterShareGroupOffsetsResponse, m.DeleteShareGroupOffsetsResponse)}
+# APIs whose response has a top-level ErrorCode at every version this broker serves (their classes load
+# on first use: most never answer with an error).
+_TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP,
+                        ApiKey.LIST_GROUPS, ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.INIT_PRODUCER_ID,
+                        ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.DESCRIBE_ACLS, ApiKey.LIST_TRANSACTIONS,
+                        ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SASL_AUTHENTICATE,
+                        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLUSTER, ApiKey.OFFSET_DELETE,
+                        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY, ApiKey.SHARE_GROUP_HEARTBEAT,
+                        ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                        ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 # ... of which these also name a producer (none: -1) and these carry the error's message.
 _WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
 _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -36,9 +37,9 @@ _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKe
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
     """The response to ``request`` with ``code`` everywhere, or None when the API has none here."""
-    top = _TOP_LEVEL.get(api_key)
-    if top is not None:
-        response = top(error_code=code)
+    if api_key in _TOP_LEVEL:
+        response_class: Any = m.api(api_key).response_class  # (each of these has an error_code)
+        response = response_class(error_code=code)
         if api_key in _WITH_PRODUCER:
             response.producer_id, response.producer_epoch = -1, -1
         if api_key in _WITH_MESSAGE:
@@ -202,8 +203,9 @@ def _offset_for_leader_epoch(request, version, code, message):
         for p in t.partitions]) for t in request.topics])
 
 
-def _alter_configs(response_class):
+def _alter_configs(response_name: str):
     def build(request, version, code, message):
+        response_class = m.message_class(response_name)
         return response_class(responses=[response_class.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
             for r in request.resources])
@@ -279,12 +281,12 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
-    ApiKey.ALTER_CONFIGS: _alter_configs(m.AlterConfigsResponse),
+    ApiKey.ALTER_CONFIGS: _alter_configs("AlterConfigsResponse"),
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.ELECT_LEADERS: _elect_leaders,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs(m.IncrementalAlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs("IncrementalAlterConfigsResponse"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,

@@ -10,10 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from ...error_codes import ErrorCode
-from ...messages.heartbeat_response import HeartbeatResponse
-from ...messages.join_group_response import JoinGroupResponse
-from ...messages.leave_group_response import LeaveGroupResponse
-from ...messages.sync_group_response import SyncGroupResponse
+from ... import messages  # (each message's module loads on first use)
 from .classic_state import (
     COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group, _JoinArgs, _JoinResult, _Member, _resolve,
     _SyncResult, _Timer,
@@ -273,7 +270,7 @@ class ClassicMembership:
 
     # -- JoinGroup -------------------------------------------------------------------------------------
 
-    async def join_group(self, request, version: int, client_id: str, client_host: str) -> JoinGroupResponse:
+    async def join_group(self, request, version: int, client_id: str, client_host: str) -> messages.JoinGroupResponse:
         result = self._handle_join(request, version, client_id or "", client_host or "")
         if isinstance(result, asyncio.Future):
             result = await result
@@ -442,11 +439,11 @@ class ClassicMembership:
 
     # -- SyncGroup -------------------------------------------------------------------------------------
 
-    async def sync_group(self, request, version: int) -> SyncGroupResponse:
+    async def sync_group(self, request, version: int) -> messages.SyncGroupResponse:
         result = self._handle_sync(request, version)
         if isinstance(result, asyncio.Future):
             result = await result
-        return SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
+        return messages.SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
                                  protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                                  assignment=result.assignment)
 
@@ -501,8 +498,8 @@ class ClassicMembership:
 
     # -- Heartbeat -------------------------------------------------------------------------------------
 
-    async def heartbeat(self, request, version: int) -> HeartbeatResponse:
-        return HeartbeatResponse(throttle_time_ms=0, error_code=self._handle_heartbeat(request, version))
+    async def heartbeat(self, request, version: int) -> messages.HeartbeatResponse:
+        return messages.HeartbeatResponse(throttle_time_ms=0, error_code=self._handle_heartbeat(request, version))
 
     def _handle_heartbeat(self, request, version) -> int:
         error = self.status_error(request.group_id)
@@ -529,7 +526,7 @@ class ClassicMembership:
 
     # -- LeaveGroup ------------------------------------------------------------------------------------
 
-    async def leave_group(self, request, version: int) -> LeaveGroupResponse:
+    async def leave_group(self, request, version: int) -> messages.LeaveGroupResponse:
         if version <= 2:
             leaving = [(request.member_id, None)]
         else:
@@ -537,9 +534,9 @@ class ClassicMembership:
         top_error, member_errors = self._handle_leave(request.group_id, leaving)
         if version <= 2:
             error = top_error if top_error != NONE else (member_errors[0][2] if member_errors else NONE)
-            return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=top_error, members=[
-            LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+            return messages.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+        return messages.LeaveGroupResponse(throttle_time_ms=0, error_code=top_error, members=[
+            messages.LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
             for m, i, e in member_errors])
 
     def _handle_leave(self, group_id: str, leaving):
@@ -573,12 +570,12 @@ class ClassicMembership:
         return NONE, results
 
 
-def _join_response(result: _JoinResult, version: int) -> JoinGroupResponse:
+def _join_response(result: _JoinResult, version: int) -> messages.JoinGroupResponse:
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:  # not nullable before v7
         protocol_name = ""
-    Member = JoinGroupResponse.JoinGroupResponseMember
-    return JoinGroupResponse(
+    Member = messages.JoinGroupResponse.JoinGroupResponseMember
+    return messages.JoinGroupResponse(
         throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
         protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader,
         skip_assignment=result.skip_assignment if version >= 9 else False, member_id=result.member_id,

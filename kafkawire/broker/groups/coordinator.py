@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...error_codes import ErrorCode
-from ...messages.describe_groups_response import DescribeGroupsResponse
-from ...messages.list_groups_response import ListGroupsResponse
+from ... import messages  # (each message's module loads on first use)
 from .consumer_store import ConsumerGroupStore
 from .consumer import ConsumerGroupCoordinator
 from .classic import ClassicMembership
@@ -181,9 +180,9 @@ class GroupCoordinator:
 
     # -- ListGroups / DescribeGroups -------------------------------------------------------------------
 
-    async def list_groups(self, request, version: int) -> ListGroupsResponse:
+    async def list_groups(self, request, version: int) -> messages.ListGroupsResponse:
         if not self.active:
-            return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return messages.ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         states = {s.lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.lower() for t in request.types_filter} if version >= 5 else set()
         listed = []
@@ -191,25 +190,26 @@ class GroupCoordinator:
             for group in self.groups.values():
                 if states and group.state.value.lower() not in states:
                     continue
-                listed.append(ListGroupsResponse.ListedGroup(
+                listed.append(messages.ListGroupsResponse.ListedGroup(
                     group_id=group.group_id, protocol_type=group.protocol_type or "",
                     group_state=group.state.value, group_type="classic"))
         if not types or "consumer" in types:
             for consumer_group in self.consumer.groups.values():
                 if states and consumer_group.state.lower() not in states:
                     continue
-                listed.append(ListGroupsResponse.ListedGroup(
+                listed.append(messages.ListGroupsResponse.ListedGroup(
                     group_id=consumer_group.group_id, protocol_type="consumer", group_state=consumer_group.state,
                     group_type="consumer"))
-        return ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
+        return messages.ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
 
-    async def describe_groups(self, request, version: int) -> DescribeGroupsResponse:
+    async def describe_groups(self, request, version: int) -> messages.DescribeGroupsResponse:
         include_ops = version >= 3 and request.include_authorized_operations
         described = [self._describe(group_id, version, include_ops) for group_id in request.groups]
-        return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+        return messages.DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
     def _describe(self, group_id: str, version: int, include_ops: bool):
-        Described, Member = DescribeGroupsResponse.DescribedGroup, DescribeGroupsResponse.DescribedGroupMember
+        response = messages.DescribeGroupsResponse
+        Described, Member = response.DescribedGroup, response.DescribedGroupMember
         operations = _GROUP_AUTHORIZED_OPERATIONS if include_ops else _NO_AUTHORIZED_OPERATIONS
         error = self.membership.status_error(group_id, allow_empty=True)
         if error is not None:

@@ -7,7 +7,7 @@ import re
 
 from ...errors import DecodeError
 from ...error_codes import ErrorCode
-from ...messages import ConsumerProtocolSubscription
+from ... import messages  # (each message's module loads on first use)
 from .classic_state import DEAD, EMPTY
 
 __all__ = ["delete_groups", "delete_offsets"]
@@ -102,8 +102,8 @@ def _subscribed_topics(group) -> set[str] | None:
             if len(data) < 2:
                 return None
             version = int.from_bytes(data[:2], "big", signed=True)
-            readable = min(max(version, 0), ConsumerProtocolSubscription.VALID_VERSIONS[1])
-            message, _ = ConsumerProtocolSubscription.decode_from(memoryview(data).cast("B")[2:], readable)
+            readable = min(max(version, 0), messages.ConsumerProtocolSubscription.VALID_VERSIONS[1])
+            message, _ = messages.ConsumerProtocolSubscription.decode_from(memoryview(data).cast("B")[2:], readable)
         except (DecodeError, ValueError):
             return None
         topics.update(message.topics)

@@ -8,8 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ...error_codes import ErrorCode
-from ...messages.offset_commit_response import OffsetCommitResponse
-from ...messages.offset_fetch_response import OffsetFetchResponse
+from ... import messages  # (each message's module loads on first use)
 from .classic_state import COMPLETING, DEAD, EMPTY, NONE, PREPARING, STABLE, _Group
 from .offsets_store import CommittedOffset
 from .offsets_topic import offsets_partition_for
@@ -34,11 +33,11 @@ class GroupOffsets:
 
     # -- OffsetCommit ----------------------------------------------------------------------------------
 
-    async def offset_commit(self, request, version: int) -> OffsetCommitResponse:
+    async def offset_commit(self, request, version: int) -> messages.OffsetCommitResponse:
         errors = self._handle_commit(request, version)
-        Topic, Partition = OffsetCommitResponse.OffsetCommitResponseTopic, \
-            OffsetCommitResponse.OffsetCommitResponsePartition
-        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        Topic, Partition = messages.OffsetCommitResponse.OffsetCommitResponseTopic, \
+            messages.OffsetCommitResponse.OffsetCommitResponsePartition
+        return messages.OffsetCommitResponse(throttle_time_ms=0, topics=[
             Topic(name=topic.name, topic_id=topic.topic_id, partitions=[
                 Partition(partition_index=p.partition_index, error_code=e)
                 for p, e in zip(topic.partitions, topic_errors)])
@@ -193,11 +192,11 @@ class GroupOffsets:
 
     # -- OffsetFetch -----------------------------------------------------------------------------------
 
-    async def offset_fetch(self, request, version: int) -> OffsetFetchResponse:
+    async def offset_fetch(self, request, version: int) -> messages.OffsetFetchResponse:
         if version >= 8:
-            Group = OffsetFetchResponse.OffsetFetchResponseGroup
-            GroupTopic = OffsetFetchResponse.OffsetFetchResponseTopics
-            GroupPartition = OffsetFetchResponse.OffsetFetchResponsePartitions
+            Group = messages.OffsetFetchResponse.OffsetFetchResponseGroup
+            GroupTopic = messages.OffsetFetchResponse.OffsetFetchResponseTopics
+            GroupPartition = messages.OffsetFetchResponse.OffsetFetchResponsePartitions
             groups = []
             for requested in request.groups:
                 consumer_group = self.consumer.groups.get(requested.group_id)
@@ -214,13 +213,13 @@ class GroupOffsets:
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=pe) for p, o, e, m, pe in partitions])
                     for name, partitions in topics]))
-            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        Topic = OffsetFetchResponse.OffsetFetchResponseTopic
-        Partition = OffsetFetchResponse.OffsetFetchResponsePartition
+            return messages.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        Topic = messages.OffsetFetchResponse.OffsetFetchResponseTopic
+        Partition = messages.OffsetFetchResponse.OffsetFetchResponsePartition
         error, topics = self._fetch_offsets(request.group_id, request.topics, version >= 7 and request.require_stable)
         if error != NONE and version < 2:  # no top-level error code: report it on every partition
             topics = [(name, [(p, -1, -1, "", error) for p, *_ in partitions]) for name, partitions in topics]
-        return OffsetFetchResponse(throttle_time_ms=0, error_code=error if version >= 2 else 0, topics=[
+        return messages.OffsetFetchResponse(throttle_time_ms=0, error_code=error if version >= 2 else 0, topics=[
             Topic(name=name, partitions=[Partition(
                 partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=pe)
                 for p, o, e, m, pe in partitions])

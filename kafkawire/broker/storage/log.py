@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from struct import Struct
 
-from crc32c import crc32c
-
 from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import TRANSACTIONAL_FLAG
+from ...records.checksums import crc32c
 from ...records.layouts import ATTRIBUTES_OFFSET, CRC_OFFSET
 from .cleaner.files import commit_swap, finish_swap, recover_interrupted_swaps
 from .config import LogConfig
@@ -38,7 +37,7 @@ from .log_transactions import LogTransactions
 from .producer_snapshots import ProducerSnapshots
 from .producer_state import ProducerStateEntry, ProducerStateManager
 from .remote import RemoteSegment, RemoteStore
-from .segment import LogSegment
+from .segment import LogSegment, segment_name
 from .transaction_index import AbortedTxn
 from .validation import DecompressionBudget, ValidatedBatch, validate_produce_records
 
@@ -52,6 +51,9 @@ _INT32_MAX = 0x7FFFFFFF
 _MAX_TIMESTAMP_OFFSET = 35
 _LEADER_EPOCH_OFFSET = 12
 _CLEAN_SHUTDOWN = ".kafkawire-clean-shutdown"
+# What opening a log's files makes: a lazy log opens them on first use of any of it.
+_OPENED = frozenset({"local", "remote_segments", "producer_state", "snapshots", "reader", "retention", "transactions",
+                     "log_start_offset", "recovered_bytes_truncated", "leader_epochs"})
 # The log start offset DeleteRecords moved past the first segment's base (Kafka's log-start-offset-checkpoint)
 LOG_START_FILE = "log-start-offset"
 
@@ -76,27 +78,33 @@ class PartitionLog:
     the oldest open transaction, or the high watermark (``log_transactions``).
     """
 
-    def __init__(self, directory: Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
+    def __init__(self, directory: str | Path, config: LogConfig | None = None, remote: RemoteStore | None = None,
                  now_ms: Callable[[], int] | None = None, *, leader_epoch: int = 0,
-                 descriptors: DescriptorCache | None = None):
-        self.directory = Path(directory)
+                 descriptors: DescriptorCache | None = None, lazy: bool = False):
+        """With ``lazy`` (a broker's start), the files are opened and recovered on the log's first use,
+        as Kafka's ``LazyIndex`` opens an index: a start costs nothing per partition."""
+        self._directory = os.fspath(directory)  # a string: a Path per partition costs time and memory
         self.config = config if config is not None else LogConfig()
-        self.name = self.directory.name
+        self.name = os.path.basename(self._directory)
         self.remote = remote
         self.leader_epoch = leader_epoch
         self.now_ms: Callable[[], int] = now_ms if now_ms is not None else _wall_clock_ms
-        self.local = LocalLog(self.directory, descriptors)
-        self.remote_segments: tuple[RemoteSegment, ...] = ()  # the remote tier's, oldest first
-        self.producer_state = ProducerStateManager(self.config.producer_id_expiration_ms)
-        self.snapshots = ProducerSnapshots(self.directory)
-        self.reader = LogReader(self)
-        self.retention = LogRetention(self)
-        self.transactions = LogTransactions(self)
+        self._descriptors = descriptors
         self._closed = False
-        self.log_start_offset = 0
-        self.recovered_bytes_truncated = 0  # what opening cut off a torn or corrupt tail
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._loaded = False
+        if not lazy:
+            self._load()
+
+    def __getattr__(self, name: str):
+        """The state opening the files makes (``_OPENED``), opened on first use of any of it."""
+        if name not in _OPENED or self.__dict__.get("_loaded", True):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         self._load()
+        return self.__dict__[name]
+
+    @property
+    def directory(self) -> Path:
+        return Path(self._directory)
 
     # ---- offsets --------------------------------------------------------------------------------
     @property
@@ -132,6 +140,25 @@ class PartitionLog:
         return self.local.size_in_bytes
 
     @property
+    def opened(self) -> bool:
+        """Its files opened (a lazy log's on first use)."""
+        return self._loaded
+
+    def empty_on_disk(self) -> bool:
+        """A log not opened since the start that holds nothing, as its clean-shutdown marker and its
+        folder say without opening it: one segment, the marker's active one, empty, and no remote tier
+        (what retention and other passes over every log may skip)."""
+        if self._loaded or self.tiered:
+            return False
+        try:
+            base, size = (int(word) for word in Path(self._directory, _CLEAN_SHUTDOWN).read_text().split())
+            with os.scandir(self._directory) as entries:
+                logs = [entry.name for entry in entries if entry.name.endswith(".log")]
+        except (OSError, ValueError):
+            return False
+        return size == 0 and logs == [f"{segment_name(base)}.log"]
+
+    @property
     def closed(self) -> bool:
         """Closed, detached or deleted: no longer served."""
         return self._closed
@@ -147,7 +174,18 @@ class PartitionLog:
 
     # ---- opening --------------------------------------------------------------------------------
     def _load(self) -> None:
+        self._loaded = True
         directory = self.directory
+        self.local = LocalLog(directory, self._descriptors)
+        self.remote_segments: tuple[RemoteSegment, ...] = ()  # the remote tier's, oldest first
+        self.producer_state = ProducerStateManager(self.config.producer_id_expiration_ms)
+        self.snapshots = ProducerSnapshots(directory)
+        self.reader = LogReader(self)
+        self.retention = LogRetention(self)
+        self.transactions = LogTransactions(self)
+        self.log_start_offset = 0
+        self.recovered_bytes_truncated = 0  # what opening cut off a torn or corrupt tail
+        directory.mkdir(parents=True, exist_ok=True)
         for path in directory.glob("*.tmp"):
             path.unlink(missing_ok=True)
         recover_interrupted_swaps(directory)  # a crash in the middle of the log cleaner's swap
@@ -433,15 +471,20 @@ class PartitionLog:
     # ---- lifecycle ------------------------------------------------------------------------------
     def flush(self) -> None:
         """fsync every segment with unflushed writes (Kafka flushes on its own schedule; so does the caller)."""
-        self.local.flush()
+        if self._loaded:  # (never opened: nothing written)
+            self.local.flush()
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end, mark the shutdown clean and close the files."""
         if self._closed:
             return
         self._closed = True
+        if not self._loaded:  # never opened: its files and clean-shutdown marker are as they were
+            return
         self.flush()
-        self.snapshots.take(self.log_end_offset, self.producer_state)
+        if self.snapshots.offsets or self.producer_state.producers or self.log_end_offset > self.local_log_start_offset:
+            # (an empty log without producers or snapshots has no state to keep: opening it replays nothing)
+            self.snapshots.take(self.log_end_offset, self.producer_state)
         active = self.local.active
         marker = self.directory / _CLEAN_SHUTDOWN
         tmp = marker.with_name(marker.name + ".tmp")
@@ -457,7 +500,8 @@ class PartitionLog:
     def detach(self) -> None:
         """Stop serving: close every segment (on the loop's thread, which reads them)."""
         self._closed = True
-        self.local.close()
+        if self._loaded:
+            self.local.close()
 
     def remove_files(self) -> None:
         """Remove the files of a detached log, local and remote (may run on a worker thread)."""

@@ -28,9 +28,8 @@ from pathlib import Path
 from struct import Struct, error as StructError
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from ...error_codes import ErrorCode
+from ...records.checksums import crc32c
 from .errors import LogAppendError
 
 __all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager", "NUM_BATCHES_TO_RETAIN",

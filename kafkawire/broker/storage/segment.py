@@ -19,16 +19,15 @@ from bisect import bisect_right
 from pathlib import Path
 from struct import Struct
 
-from crc32c import crc32c
-
-from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, packed
+from ...records.checksums import crc32c
+from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_FORMAT, BATCH_HEADER_SIZE, LOG_OVERHEAD
 from .descriptors import DescriptorCache
 from .file_records import SliceSource
 from .transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "BatchInfo", "segment_name", "iter_batch_headers", "HEADER"]
 
-HEADER = packed(BATCH_HEADER)
+HEADER = BATCH_HEADER_FORMAT
 _PREFIX = Struct(">qi")
 _INDEX_ENTRY = Struct(">ii")
 _LOCATE = Struct(">qi11xi")  # a batch header's base offset, length and (at byte 23) last offset delta

@@ -37,11 +37,10 @@ from __future__ import annotations
 import struct
 from array import array
 
-from crc32c import crc32c
-
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
 from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
+from ...records.checksums import crc32c
 from ...records.columns import RecordColumns
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT, compress, decompress
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET

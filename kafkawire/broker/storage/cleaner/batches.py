@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 from struct import Struct
 
-from crc32c import crc32c
-
 from ....errors import RecordsError
 from ....records.batch import (
     CODEC_MASK,
@@ -28,6 +26,7 @@ from ....records.batch import (
     TRANSACTIONAL_FLAG,
     RecordBatch,
 )
+from ....records.checksums import crc32c
 from ....records.compression import compress
 from ....records.layouts import (
     ATTRIBUTES_OFFSET,
