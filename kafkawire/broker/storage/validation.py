@@ -41,7 +41,7 @@ from crc32c import crc32c
 
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
-from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
+from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch, check_records
 from ...records.columns import RecordColumns
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT, compress, decompress
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
@@ -157,7 +157,7 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
                              f"Record batch is corrupt (the size {size} is smaller than the minimum allowed "
                              f"overhead {BATCH_HEADER_SIZE})")
-    (_, _, _, _, crc, attributes, last_offset_delta, _base_timestamp, max_timestamp, producer_id, producer_epoch,
+    (_, _, _, _, crc, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
      base_sequence, count) = HEADER.unpack_from(view)
     if crc32c(view[21:]) != crc:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
@@ -193,10 +193,14 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     new_max_timestamp = max_timestamp
     records_data: bytes | memoryview | None = None  # the records' bytes, once decompressed
     if config.validate_records:
-        columns = _read_columns(view, codec, budget, partition)
-        records_data = columns.data
-        new_max_timestamp = _validate_records(columns, config, now_ms, count, codec, batch_says_log_append_time,
-                                              partition)
+        records_data = _decompress(view, codec, budget, partition)
+        checked = None if batch_says_log_append_time else check_records(records_data, count, base_timestamp)
+        if checked is not None and _plainly_valid(checked, config, now_ms, codec):
+            new_max_timestamp = checked[1]
+        else:  # malformed, refused, or no C reader: the records in columns, which say what is wrong
+            columns = _read_columns(view, codec, partition, records_data)
+            new_max_timestamp = _validate_records(columns, config, now_ms, count, codec,
+                                                  batch_says_log_append_time, partition)
     elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
                                                           "timestamp", [(0, "Producer should not set timestamp "
@@ -224,19 +228,27 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     return batch
 
 
-def _read_columns(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> RecordColumns:
-    """The batch's records decoded into columns, as ``LogValidator`` iterates them (INVALID_RECORD if they
-    do not decode); a compressed batch's expansion is charged to ``budget``."""
-    limit = budget.batch_limit(partition) if codec else DEFAULT_DECOMPRESSED_LIMIT
+def _read_columns(view: memoryview, codec: int, partition: str, records_data: bytes | memoryview) -> RecordColumns:
+    """The batch's records (``records_data``, decompressed) decoded into columns, as ``LogValidator``
+    iterates them; INVALID_RECORD if they do not decode."""
+    batch = RecordBatch(view)
     try:
-        columns = RecordBatch(view, decompressed_limit=limit).columns()
+        if codec:  # already expanded (and charged): read the records from those bytes
+            return batch.columns(records_data if isinstance(records_data, bytes) else bytes(records_data))
+        return batch.columns()
     except RecordsError as error:
-        if codec:
-            budget.charge(limit)  # it may have expanded that far before it failed
         raise _invalid_structure(error) from None
-    if codec:
-        budget.charge(len(columns.data))
-    return columns
+
+
+def _plainly_valid(checked: tuple[int, int, bool, bool], config: LogConfig, now_ms: int, codec: int) -> bool:
+    """Whether ``check_records``' summary clears the records outright (CreateTime, timestamps within
+    bounds, no null key on a compacted topic, a compressed batch's offsets in order); anything else is
+    looked at record by record (``_validate_records``)."""
+    lowest, highest, null_keys, in_order = checked
+    if (config.compact and null_keys) or (codec and not in_order):
+        return False
+    return config.log_append_time or (lowest >= 0 and now_ms - lowest <= config.message_timestamp_before_max_ms
+                                      and highest - now_ms <= config.message_timestamp_after_max_ms)
 
 
 def _decompress(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> bytes | memoryview:
