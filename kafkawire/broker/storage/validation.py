@@ -19,7 +19,10 @@ The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb
 4. ``LogValidator.validateRecord`` / ``validateTimestamp`` (when ``LogConfig.validate_records``): records
    that do not decode -> INVALID_RECORD; timestamps outside message.timestamp.before/after.max.ms, or a
    batch claiming LogAppendTime on a LogAppendTime topic (or with no timestamp) -> INVALID_TIMESTAMP (32),
-   with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime).
+   with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime). The
+   records are read once in C (``records.batch.check_records``), keeping nothing per record, as
+   LogValidator keeps nothing either; only a batch that check does not clear is read into columns,
+   which name the records at fault.
 5. ``LogValidator``'s compressed path: a topic whose compression.type names a codec other than the
    batch's gets the batch's records recompressed in it (MESSAGE_TOO_LARGE if that outgrows
    max.message.bytes); ``producer`` keeps the batch as sent.
@@ -252,7 +255,7 @@ def _plainly_valid(checked: tuple[int, int, bool, bool], config: LogConfig, now_
 
 
 def _decompress(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> bytes | memoryview:
-    """The records' bytes of a batch whose records were not read (validate_records off), charged to ``budget``."""
+    """The batch's records' bytes: a view of them when uncompressed, else expanded and charged to ``budget``."""
     body = view[BATCH_HEADER_SIZE:]
     if not codec:
         return body
