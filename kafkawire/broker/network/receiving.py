@@ -41,6 +41,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a large frame being read into a buffer of its own
         self._filled = 0  # bytes of it received
         self._received: asyncio.Future[None] | None = None  # the connection waiting in receive()
+        self._delivered = False  # bytes came since the last receive()
         self._ended = False  # EOF or connection lost
         self._error: BaseException | None = None  # why the connection was lost, when it was not clean
         self._transport: asyncio.BaseTransport | None = None
@@ -83,8 +84,9 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         return self._scratch[head + 4:self._head]  # (a copy: the scratch buffer is reused)
 
     async def receive(self) -> bool:
-        """Let the transport read once more and wait for it: True when bytes came, False at a clean EOF;
-        raises the error the connection was lost with."""
+        """Let the transport read once more and wait for it: True when bytes came (even with the end of
+        the stream right after them: their frames are served first), False at a clean EOF; raises the
+        error the connection was lost with."""
         if not self._ended:
             self._received = asyncio.get_running_loop().create_future()
             transport = self._transport
@@ -94,8 +96,9 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
                 await self._received
             finally:
                 self._received = None
-            if not self._ended:
-                return True
+        if self._delivered:
+            self._delivered = False
+            return True
         if self._error is not None:
             raise self._error
         return False
@@ -126,6 +129,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
             self._filled += nbytes
         else:
             self._tail += nbytes
+        self._delivered = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.pause_reading()  # type: ignore[attr-defined]  # one read per receive()
         self._wake()

@@ -25,8 +25,9 @@ class Socket:
     """A transport over bytes waiting in a socket: each resume_reading lets the protocol read once (at
     most ``read_size`` bytes, into the buffer it gives); the end of the bytes is the client's EOF."""
 
-    def __init__(self, data: bytes, read_size: int):
+    def __init__(self, data: bytes, read_size: int, eof_with_last_read: bool = False):
         self.data, self.read_size = memoryview(data), read_size
+        self.eof_with_last_read = eof_with_last_read  # the client's FIN in the same loop turn as its last bytes
         self.paused = False
         self.reads: list[int] = []  # the size of each buffer the protocol offered
         self.protocol: FrameReceiver | None = None
@@ -57,12 +58,16 @@ class Socket:
         buffer[:n] = self.data[:n]
         self.data = self.data[n:]
         protocol.buffer_updated(n)
+        if self.eof_with_last_read and not self.data:
+            protocol.eof_received()
+            protocol.connection_lost(None)
 
 
-def receive_all(data: bytes, read_size: int, max_frame: int = 100 * MiB) -> tuple[list[bytes], Socket]:
+def receive_all(data: bytes, read_size: int, max_frame: int = 100 * MiB,
+                eof_with_last_read: bool = False) -> tuple[list[bytes], Socket]:
     """The frames a FrameReceiver hands out for ``data``, read as a connection reads them."""
     async def run() -> tuple[list[bytes], Socket]:
-        transport = Socket(data, read_size)
+        transport = Socket(data, read_size, eof_with_last_read)
         receiver = FrameReceiver(asyncio.StreamReader(), None, max_frame)
         transport.protocol = receiver
         receiver.connection_made(transport)  # type: ignore[arg-type]
@@ -93,6 +98,13 @@ def test_frames_split_across_reads_at_any_boundary_come_out_whole(read_size):
     if read_size < 4096:  # a loop turn per read: the tiny reads get the small frames (and a split prefix)
         payloads = [p for p in payloads if len(p) <= 1000]
     frames, _ = receive_all(framed(payloads), read_size)
+    assert frames == payloads
+
+
+@pytest.mark.parametrize("read_size", [5, 1 << 16])
+def test_frames_that_came_with_the_end_of_the_stream_are_handed_out(read_size):
+    payloads = [b"one", b"two" * 1000, b"three"]
+    frames, _ = receive_all(framed(payloads), read_size, eof_with_last_read=True)
     assert frames == payloads
 
 
