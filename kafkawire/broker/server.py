@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .config.broker_config import BrokerConfig
 from .network.connection import Connection
 from .network.connection_limits import ConnectionLimits, descriptor_budget
+from .network.receiving import FrameReceiver
 from .network.faults import Faults
 from .groups import GroupCoordinator
 from .groups.group_configs import GROUP_CONFIG_FILE_NAME, GroupConfigs
@@ -189,8 +190,9 @@ class Broker:
         for listener in self.listeners:
             security = self.security[listener.name]
             port = self.ports.get(listener.name, listener.port)
-            server = await asyncio.start_server(functools.partial(self._serve, listener, security),
-                                                listener.host or None, port, ssl=security.ssl_context)
+            server = await asyncio.get_running_loop().create_server(
+                functools.partial(self._receiver, listener, security), listener.host or None, port,
+                ssl=security.ssl_context)
             if self.config.socket_receive_buffer_bytes != -1:  # as Kafka: on the listening socket, inherited
                 for sock in server.sockets:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.socket_receive_buffer_bytes)
@@ -366,6 +368,12 @@ class Broker:
                     connection.writer.close()
                     self.memory.wake()  # it may be waiting for request memory rather than reading
 
+    def _receiver(self, listener: Listener, security: ListenerSecurity) -> FrameReceiver:
+        """A new connection's protocol: ``asyncio.start_server``'s, reading frames without copies."""
+        # (the StreamReader only sees the end of the stream: the receiver reads the bytes)
+        return FrameReceiver(asyncio.StreamReader(), functools.partial(self._serve, listener, security),
+                             self.config.max_request_bytes)
+
     async def _serve(self, listener: Listener, security: ListenerSecurity, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -382,7 +390,8 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer_bytes)
         task = cast("asyncio.Task[None]", asyncio.current_task())  # (a connection's handler runs in its task)
         try:
-            connection = Connection(self, listener, security, reader, writer, asyncio.get_running_loop().time())
+            receiver = cast(FrameReceiver, writer.transport.get_protocol())  # _receiver's (over TLS too)
+            connection = Connection(self, listener, security, receiver, writer, asyncio.get_running_loop().time())
         except ValueError as error:  # a client certificate that no principal mapping rule applies to
             log.warning("closing connection from %s on %s: %s", host, listener.name, error)
             self.limits.release(host)

@@ -6,7 +6,8 @@
  * with offsets and timestamps wrapped to int64 as Java's long arithmetic leaves them, every
  * timestamp replaced by fixed_timestamp when one is given (LogAppendTime batches), keys and values
  * as bytes (None when null), headers as a tuple of Header(str, bytes | None). read_columns reads
- * the same records into the buffers of RecordBatch.columns' arrays, as _read_records does.
+ * the same records into the buffers of RecordBatch.columns' arrays, as _read_records does;
+ * check_records reads them the same way for the broker's validation, keeping nothing per record.
  *
  * These readers never raise for malformed records: it returns None, and the caller runs the Python
  * reader on the same bytes, which raises the RecordsError with its path and offset. So the errors
@@ -465,6 +466,77 @@ done:
     return result;
 }
 
+/* One record at c->pos checked as read_record_columns reads it, nothing stored: its timestamp delta,
+ * offset delta and whether its key is null. 0 or MALFORMED. */
+static int
+check_record(Cursor *c, int64_t *timestamp_delta, int32_t *offset_delta, int *null_key)
+{
+    int32_t length, count;
+    int start, span;
+    if (read_varint(c, &length) || length < MIN_RECORD_SIZE - 1 || length > c->size - c->pos)
+        return MALFORMED;
+    Cursor record = {c->data, c->pos + length, c->pos + 1};  /* + 1: the attributes, unused */
+    if (read_varlong(&record, timestamp_delta) || read_varint(&record, offset_delta))
+        return MALFORMED;
+    if (read_span(&record, 1, &start, &span))
+        return MALFORMED;
+    *null_key = span < 0;
+    if (read_span(&record, 1, &start, &span))
+        return MALFORMED;
+    if (read_varint(&record, &count) || count < 0 || count > (record.size - record.pos) / 2)
+        return MALFORMED;
+    for (int32_t h = 0; h < count; h++) {
+        if (read_span(&record, 0, &start, &span) || read_span(&record, 1, &start, &span))
+            return MALFORMED;
+    }
+    if (record.pos != record.size)
+        return MALFORMED;
+    c->pos = record.pos;
+    return 0;
+}
+
+/* What a broker's validation needs of a batch's records, in one pass that keeps nothing per record:
+ * (lowest timestamp, highest timestamp, whether a key is null, whether the offset deltas are 0..count-1),
+ * the timestamps as base_timestamp + delta; None when the records are malformed (as read_columns). */
+static PyObject *
+check_records(PyObject *module, PyObject *args)
+{
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base_timestamp;
+    if (!PyArg_ParseTuple(args, "y*nL", &buffer, &count, &base_timestamp))
+        return NULL;
+    Cursor c = {(const unsigned char *)buffer.buf, buffer.len, 0};
+    PyObject *result = NULL;
+    int64_t lowest = INT64_MAX, highest = INT64_MIN;
+    int null_keys = 0, in_order = 1;
+    if (count < 0 || count > c.size / MIN_RECORD_SIZE || c.size > INT_MAX)
+        goto malformed;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t timestamp_delta;
+        int32_t offset_delta;
+        int null_key;
+        if (check_record(&c, &timestamp_delta, &offset_delta, &null_key))
+            goto malformed;
+        int64_t timestamp = wrapping_add(base_timestamp, timestamp_delta);
+        if (timestamp < lowest)
+            lowest = timestamp;
+        if (timestamp > highest)
+            highest = timestamp;
+        null_keys |= null_key;
+        in_order &= offset_delta == i;
+    }
+    if (c.pos != c.size || count == 0)
+        goto malformed;
+    result = Py_BuildValue("(LLOO)", (long long)lowest, (long long)highest, null_keys ? Py_True : Py_False,
+                           in_order ? Py_True : Py_False);
+    PyBuffer_Release(&buffer);
+    return result;
+malformed:
+    PyBuffer_Release(&buffer);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 set_header_type(PyObject *module, PyObject *type)
 {
@@ -485,6 +557,9 @@ static PyMethodDef methods[] = {
      "The buffers of RecordBatch.columns' arrays (offsets, timestamps, key starts and lengths, value starts and\n"
      "lengths, headers_at, header key starts and lengths, header value starts and lengths) as bytes; None when\n"
      "the records are malformed (the Python reader says why)."},
+    {"check_records", check_records, METH_VARARGS,
+     "check_records(data, count, base_timestamp) -> (lowest, highest, null key, offsets in order) | None\n"
+     "A batch's records checked as read_columns reads them, nothing kept per record; None when malformed."},
     {"set_header_type", set_header_type, METH_O, "The tuple subclass headers are made of (records.Header)."},
     {NULL, NULL, 0, NULL},
 };

@@ -16,7 +16,7 @@ from ..accelerators import load
 from ..errors import CompressionError, CorruptRecordError, RecordsError
 from .checksums import crc32c
 from .columns import RecordColumns
-from .compression import DEFAULT_DECOMPRESSED_LIMIT, Codec, codec_name, codec_of, decompress
+from .compression import DEFAULT_DECOMPRESSED_LIMIT, Buffer, Codec, codec_name, codec_of, decompress
 from .layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_FORMAT, BATCH_HEADER_SIZE
 from .record import Header, Record, TimestampType
 from .varints import read_varint, read_varlong
@@ -181,9 +181,11 @@ class RecordBatch:
         except CompressionError as error:
             raise type(error)(error.reason, self.position + BATCH_HEADER_SIZE, self.base_offset) from None
 
-    def columns(self) -> RecordColumns:
-        """The records as columns (see RecordColumns); no Python object per record."""
-        data = self.records_data()
+    def columns(self, data: bytes | None = None) -> RecordColumns:
+        """The records as columns (see RecordColumns); no Python object per record. ``data``: the records'
+        bytes when the caller has them already (decompressed), else they are read from the batch."""
+        if data is None:
+            data = self.records_data()
         timestamp_type = self.timestamp_type
         columns = RecordColumns(data, timestamp_type)
         fixed_timestamp = self.max_timestamp if timestamp_type is TimestampType.LOG_APPEND_TIME else None
@@ -250,6 +252,14 @@ class RecordBatch:
         elif offset is not None:
             offset += self.position + BATCH_HEADER_SIZE
         return type(error)(reason, offset, self.base_offset, error.path)
+
+
+def check_records(data: Buffer, count: int, base_timestamp: int) -> tuple[int, int, bool, bool] | None:
+    """A batch's (decompressed) records read in one pass that keeps nothing per record: (lowest and highest
+    timestamp, base_timestamp + delta; whether any key is null; whether the offset deltas run 0..count-1).
+    None when the C reader is not built or the records are malformed (``columns`` then reads them and
+    says why)."""
+    return _native.check_records(data, count, base_timestamp) if _native is not None else None
 
 
 def _read_records(data: bytes, count: int, base_offset: int, base_timestamp: int, fixed_timestamp: int | None,

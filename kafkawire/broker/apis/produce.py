@@ -189,9 +189,11 @@ class ProduceHandler:
         by_topic: dict[tuple, list] = {}
         failed = False
         last = None
+        answer = m.ProduceResponse  # the classes looked up once a request, not once a partition
+        partition_answer, topic_answer = answer.PartitionProduceResponse, answer.TopicProduceResponse
         for item in items:
-            response = m.ProduceResponse.PartitionProduceResponse(index=item.partition, base_offset=-1,
-                                                                 log_append_time_ms=-1, log_start_offset=-1)
+            response = partition_answer(index=item.partition, base_offset=-1, log_append_time_ms=-1,
+                                        log_start_offset=-1)
             if item.denied:
                 response.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif error:
@@ -215,7 +217,9 @@ class ProduceHandler:
                             and batch.producer_id >= 0:
                         self._verify_transaction(request, version, item)
                         verified = True
-                    result = item.log.append_batch(batch, now_ms=now, transaction_verified=verified)
+                    # the request's buffer is the connection's own, read once: the offsets go into it
+                    result = item.log.append_batch(batch, now_ms=now, transaction_verified=verified,
+                                                   in_place=True)
                 except LogAppendError as failure:
                     _set_error(response, failure, item.log)
                 else:
@@ -232,7 +236,7 @@ class ProduceHandler:
             partitions = by_topic.get(key)
             if partitions is None or last != key:  # topics as they came, consecutively
                 partitions = by_topic[key] = []
-                responses.append(m.ProduceResponse.TopicProduceResponse(  # by name before v13, by id from v13
+                responses.append(topic_answer(  # by name before v13, by id from v13
                     name=item.topic or "", topic_id=item.topic_id, partition_responses=partitions))
                 last = key
             partitions.append(response)

@@ -16,13 +16,13 @@ import logging
 import struct
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ...errors import DecodeError
 from ...messages import ApiKey
-from ...framing import FrameBuffer, FrameTooLarge, encode_response_parts, peek_request, read_request
+from ...framing import FrameTooLarge, encode_response_parts, peek_request, read_request
 from ...sasl.redact import redact_token
 from ..apis.controller_listener import CONTROLLER_APIS
 from ..apis.produce import CLOSE_CONNECTION
@@ -31,6 +31,7 @@ from ..dispatch.error_responses import error_response
 from .faults import DROP
 from ..fetch.encoder import EncodedFetchResponse
 from .listeners import Listener
+from .receiving import FrameReceiver
 from ..metrics import log_request, top_level_error
 from ..security.authenticator import Authenticator
 from ..security.listener_security import ListenerSecurity
@@ -46,7 +47,6 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("kafkawire.broker.server")
 
-_READ_SIZE = 1 << 16
 _SIZE = struct.Struct(">i")
 Response = Sequence["Bytes | FileRecords"] | None | Literal[False]
 
@@ -55,11 +55,11 @@ class Connection:
     """A connection's state and its loop (``run``)."""
 
     def __init__(self, broker: Broker, listener: Listener, security: ListenerSecurity,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter, now: float):
+                 receiver: FrameReceiver, writer: asyncio.StreamWriter, now: float):
         self.broker = broker
         self.listener = listener
         self.security = security
-        self.reader = reader
+        self.receiver = receiver
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = peer
@@ -76,9 +76,8 @@ class Connection:
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
 
     async def run(self) -> None:
-        broker, reader, writer = self.broker, self.reader, self.writer
+        broker, receiver, writer = self.broker, self.receiver, self.writer
         loop = asyncio.get_running_loop()
-        frames = FrameBuffer(broker.config.max_request_bytes)
         memory = broker.memory
         taken = 0  # request memory taken for the frame at the head of the buffer (whole or partial)
         tap = broker.tap
@@ -87,52 +86,52 @@ class Connection:
             conn = tap.connection_opened(self.peer, writer.get_extra_info("sockname"), time.time_ns())
         try:
             while True:
-                pending = frames.pending_size
-                if pending is not None and not taken:  # a request started: take its size from the pool
-                    while memory.must_wait(pending + 4):
-                        await memory.wait()
-                        if self.closing:
-                            return
-                    taken = pending + 4
-                    memory.take(taken)
-                if self.draining:
-                    return
-                data = await reader.read(_READ_SIZE)
-                if not data:  # the client closed, unless the broker's own shutdown ended the read
-                    client_closed = broker.serving
-                    return
-                self.last_active = loop.time()
-                frames.feed(data)
-                while (frame := frames.next_frame()) is not None:
-                    if not taken:  # it came whole in one read
-                        taken = len(frame) + 4
+                frame = receiver.frame()
+                if frame is None:
+                    pending = receiver.pending_size
+                    if pending is not None and not taken:  # a request started: take its size from the pool
+                        while memory.must_wait(pending + 4):
+                            await memory.wait()
+                            if self.closing:
+                                return
+                        taken = pending + 4
                         memory.take(taken)
-                    if tap is not None:
-                        tap.client_sent(conn, self._tapped_request(frame), time.time_ns())
-                    self.busy = True
-                    try:
-                        response = await self.respond(frame)
-                    finally:
-                        self.busy = False
-                        memory.give_back(taken)  # answered: its bytes are free (Kafka frees them then)
-                        taken = 0
-                    if response is False:
-                        return  # closing: the request could not be read, or Kafka closes here
-                    if response is None:
-                        if len(frames):
-                            await asyncio.sleep(0)
-                        continue
-                    if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
-                        response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
-                        tap.broker_sent(conn, self._tapped_response(response[0]), time.time_ns())
-                    if broker.faults.armed:  # injected latency or throttle
-                        await broker.faults.delay(sum(len(part) for part in response))
-                    await send_parts(writer, response, direct=not self.listener.tls)
-                    self.last_active = loop.time()
-                    if self._close_after_response:
+                    if self.draining:
                         return
-                    if len(frames):  # pipelined requests: let other connections in between them
+                    if not await receiver.receive():  # the client closed, unless the broker's shutdown did
+                        client_closed = broker.serving
+                        return
+                    self.last_active = loop.time()
+                    continue
+                if not taken:  # it came whole in one read
+                    taken = len(frame) + 4
+                    memory.take(taken)
+                if tap is not None:
+                    tap.client_sent(conn, self._tapped_request(frame), time.time_ns())
+                self.busy = True
+                try:
+                    response = await self.respond(frame)
+                finally:
+                    self.busy = False
+                    memory.give_back(taken)  # answered: its bytes are free (Kafka frees them then)
+                    taken = 0
+                if response is False:
+                    return  # closing: the request could not be read, or Kafka closes here
+                if response is None:
+                    if receiver.buffered():
                         await asyncio.sleep(0)
+                    continue
+                if tap is not None:  # the tap needs the bytes themselves: send them as bytes too
+                    response = [b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)]
+                    tap.broker_sent(conn, self._tapped_response(response[0]), time.time_ns())
+                if broker.faults.armed:  # injected latency or throttle
+                    await broker.faults.delay(sum(len(part) for part in response))
+                await send_parts(writer, response, direct=not self.listener.tls)
+                self.last_active = loop.time()
+                if self._close_after_response:
+                    return
+                if receiver.buffered():  # pipelined requests: let other connections in between them
+                    await asyncio.sleep(0)
         except FrameTooLarge as error:
             log.warning("closing connection from %s: %s", self.host, error)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -146,7 +145,7 @@ class Connection:
     _close_after_response = False  # a failed authentication: its answer is sent, then the connection closes
 
     # ---- one request ----------------------------------------------------------------------------
-    async def respond(self, frame: bytes) -> Response:
+    async def respond(self, frame: bytearray) -> Response:
         """The response frame for one request frame, as pieces; None for no response; False to close."""
         auth = self.auth
         if auth is not None and auth.raw_tokens:  # after a v0 SaslHandshake the token comes bare
@@ -181,8 +180,9 @@ class Connection:
         if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             response = await self._sasl(api_key, request, version)
         else:
-            if isinstance(request, m.ApiVersionsRequest) and version >= 3:
-                self.software = (request.client_software_name, request.client_software_version)
+            if api_key == ApiKey.API_VERSIONS and version >= 3:  # (no class lookup per request)
+                versions = cast("m.ApiVersionsRequest", request)
+                self.software = (versions.client_software_name, versions.client_software_version)
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
                                      self.host, header.client_id or "", *self.software)
             started = time.perf_counter()
@@ -257,9 +257,9 @@ class Connection:
         return m.SaslAuthenticateResponse(error_code=step.error, error_message=step.message, auth_bytes=step.token,
                                           session_lifetime_ms=step.session_lifetime_ms)
 
-    async def _raw_token(self, frame: bytes) -> Response:
+    async def _raw_token(self, frame: bytearray) -> Response:
         assert self.auth is not None
-        step = await self.auth.authenticate(frame)
+        step = await self.auth.authenticate(bytes(frame))
         if step.error:  # v0 has no way to say why: Kafka closes the connection
             log.info("authentication of %s on %s failed: %s", self.host, self.listener.name, step.message)
             return False
@@ -268,13 +268,13 @@ class Connection:
         return [_SIZE.pack(len(step.token)) + step.token]
 
     # ---- what the wire tap records --------------------------------------------------------------
-    def _tapped_request(self, frame: bytes) -> bytes:
+    def _tapped_request(self, frame: bytearray) -> bytes:
         """The request frame as the tap may keep it: SASL tokens without their secrets."""
         auth = self.auth
         if auth is None:
             return _SIZE.pack(len(frame)) + frame
         if auth.raw_tokens:
-            token = redact_token(auth.mechanism, frame)
+            token = redact_token(auth.mechanism, bytes(frame))
             return _SIZE.pack(len(token)) + token
         try:
             api_key, version, _ = peek_request(frame)

@@ -298,12 +298,14 @@ class PartitionLog:
         return batch
 
     def append_batch(self, batch: ValidatedBatch, *, now_ms: int | None = None,
-                     transaction_verified: bool = False) -> AppendResult:
+                     transaction_verified: bool = False, in_place: bool = False) -> AppendResult:
         """Append a batch ``validate`` accepted: offsets, producer state, the write (see ``append``).
 
         A transactional batch goes in only if its producer has a transaction open here at its epoch, or
         the caller checked with the transaction coordinator that this partition is part of the
-        producer's transaction (``transaction_verified``); otherwise INVALID_TXN_STATE."""
+        producer's transaction (``transaction_verified``); otherwise INVALID_TXN_STATE. ``in_place``: the
+        batch's bytes are the caller's own request buffer, not used after this, so the offsets are written
+        into them (as Kafka's LogValidator writes them into the request's buffer) rather than a copy."""
         if self._closed:
             raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log of {self.name} is closed")
         now = now_ms if now_ms is not None else self.now_ms()
@@ -324,7 +326,7 @@ class PartitionLog:
             if transactional and not transaction_verified and \
                     not self.transactions.has_ongoing_transaction(producer_id, batch.producer_epoch):
                 raise LogAppendError(ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
-        data = bytearray(batch.view)
+        data = batch.view if in_place and not batch.view.readonly else bytearray(batch.view)
         _INT64.pack_into(data, 0, base_offset)
         _INT32.pack_into(data, _LEADER_EPOCH_OFFSET, self.leader_epoch)
         if batch.new_attributes != batch.attributes or batch.new_max_timestamp != batch.max_timestamp:

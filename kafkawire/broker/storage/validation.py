@@ -19,7 +19,10 @@ The checks, their order and their error codes follow Kafka 4.0 (apache/kafka 1eb
 4. ``LogValidator.validateRecord`` / ``validateTimestamp`` (when ``LogConfig.validate_records``): records
    that do not decode -> INVALID_RECORD; timestamps outside message.timestamp.before/after.max.ms, or a
    batch claiming LogAppendTime on a LogAppendTime topic (or with no timestamp) -> INVALID_TIMESTAMP (32),
-   with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime).
+   with per-record errors. The batch MaxTimestamp is recomputed from the records (CreateTime). The
+   records are read once in C (``records.batch.check_records``), keeping nothing per record, as
+   LogValidator keeps nothing either; only a batch that check does not clear is read into columns,
+   which name the records at fault.
 5. ``LogValidator``'s compressed path: a topic whose compression.type names a codec other than the
    batch's gets the batch's records recompressed in it (MESSAGE_TOO_LARGE if that outgrows
    max.message.bytes); ``producer`` keeps the batch as sent.
@@ -39,7 +42,7 @@ from array import array
 
 from ...error_codes import ErrorCode
 from ...errors import RecordsError
-from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch
+from ...records.batch import CODEC_MASK, CONTROL_FLAG, TIMESTAMP_TYPE_FLAG, RecordBatch, check_records
 from ...records.checksums import crc32c
 from ...records.columns import RecordColumns
 from ...records.compression import DEFAULT_DECOMPRESSED_LIMIT, compress, decompress
@@ -156,7 +159,7 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
                              f"Record batch is corrupt (the size {size} is smaller than the minimum allowed "
                              f"overhead {BATCH_HEADER_SIZE})")
-    (_, _, _, _, crc, attributes, last_offset_delta, _base_timestamp, max_timestamp, producer_id, producer_epoch,
+    (_, _, _, _, crc, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
      base_sequence, count) = HEADER.unpack_from(view)
     if crc32c(view[21:]) != crc:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE,
@@ -192,10 +195,14 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     new_max_timestamp = max_timestamp
     records_data: bytes | memoryview | None = None  # the records' bytes, once decompressed
     if config.validate_records:
-        columns = _read_columns(view, codec, budget, partition)
-        records_data = columns.data
-        new_max_timestamp = _validate_records(columns, config, now_ms, count, codec, batch_says_log_append_time,
-                                              partition)
+        records_data = _decompress(view, codec, budget, partition)
+        checked = None if batch_says_log_append_time else check_records(records_data, count, base_timestamp)
+        if checked is not None and _plainly_valid(checked, config, now_ms, codec):
+            new_max_timestamp = checked[1]
+        else:  # malformed, refused, or no C reader: the records in columns, which say what is wrong
+            columns = _read_columns(view, codec, partition, records_data)
+            new_max_timestamp = _validate_records(columns, config, now_ms, count, codec,
+                                                  batch_says_log_append_time, partition)
     elif batch_says_log_append_time and (log_append_time or max_timestamp == -1):
         raise LogAppendError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
                                                           "timestamp", [(0, "Producer should not set timestamp "
@@ -223,23 +230,31 @@ def validate_produce_records(records, config: LogConfig, now_ms: int, partition:
     return batch
 
 
-def _read_columns(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> RecordColumns:
-    """The batch's records decoded into columns, as ``LogValidator`` iterates them (INVALID_RECORD if they
-    do not decode); a compressed batch's expansion is charged to ``budget``."""
-    limit = budget.batch_limit(partition) if codec else DEFAULT_DECOMPRESSED_LIMIT
+def _read_columns(view: memoryview, codec: int, partition: str, records_data: bytes | memoryview) -> RecordColumns:
+    """The batch's records (``records_data``, decompressed) decoded into columns, as ``LogValidator``
+    iterates them; INVALID_RECORD if they do not decode."""
+    batch = RecordBatch(view)
     try:
-        columns = RecordBatch(view, decompressed_limit=limit).columns()
+        if codec:  # already expanded (and charged): read the records from those bytes
+            return batch.columns(records_data if isinstance(records_data, bytes) else bytes(records_data))
+        return batch.columns()
     except RecordsError as error:
-        if codec:
-            budget.charge(limit)  # it may have expanded that far before it failed
         raise _invalid_structure(error) from None
-    if codec:
-        budget.charge(len(columns.data))
-    return columns
+
+
+def _plainly_valid(checked: tuple[int, int, bool, bool], config: LogConfig, now_ms: int, codec: int) -> bool:
+    """Whether ``check_records``' summary clears the records outright (CreateTime, timestamps within
+    bounds, no null key on a compacted topic, a compressed batch's offsets in order); anything else is
+    looked at record by record (``_validate_records``)."""
+    lowest, highest, null_keys, in_order = checked
+    if (config.compact and null_keys) or (codec and not in_order):
+        return False
+    return config.log_append_time or (lowest >= 0 and now_ms - lowest <= config.message_timestamp_before_max_ms
+                                      and highest - now_ms <= config.message_timestamp_after_max_ms)
 
 
 def _decompress(view: memoryview, codec: int, budget: DecompressionBudget, partition: str) -> bytes | memoryview:
-    """The records' bytes of a batch whose records were not read (validate_records off), charged to ``budget``."""
+    """The batch's records' bytes: a view of them when uncompressed, else expanded and charged to ``budget``."""
     body = view[BATCH_HEADER_SIZE:]
     if not codec:
         return body

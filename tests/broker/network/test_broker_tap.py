@@ -382,11 +382,12 @@ def record_handled(monkeypatch) -> list:
     respond = Connection.respond
 
     async def recording(self, frame):
+        request = bytes(frame)  # as read: the broker writes a produced batch's offsets into its request buffer
         response = await respond(self, frame)
         if isinstance(response, list):  # the response frame's pieces; fetched records are file slices
-            handled.append((frame, b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)))
+            handled.append((request, b"".join(p.read() if isinstance(p, FileRecords) else p for p in response)))
         else:
-            handled.append((frame, None))
+            handled.append((request, None))
         return response
     monkeypatch.setattr(Connection, "respond", recording)
     return handled
