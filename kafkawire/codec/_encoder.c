@@ -544,6 +544,24 @@ encode_tags(Enc *e, const Program *p, PyObject *obj)
     return failed ? -1 : 0;
 }
 
+/* One field of obj, held while it is encoded (Python code may run and replace the slot's value). */
+static int
+encode_field(Enc *e, const FieldOp *f, PyObject *obj)
+{
+    PyObject *value = SLOT(obj, f->offset);
+    if (value == NULL)
+        return -1;
+    if (value == absent && f->attr != NULL)  /* the property builds the default, as the writer's read does */
+        value = PyObject_GetAttr(obj, f->attr);
+    else
+        Py_INCREF(value);
+    if (value == NULL)
+        return -1;
+    int failed = encode_value(e, &f->value, value);
+    Py_DECREF(value);
+    return failed ? -1 : 0;
+}
+
 static int
 encode_struct(Enc *e, const Program *p, PyObject *obj)
 {
@@ -559,18 +577,7 @@ encode_struct(Enc *e, const Program *p, PyObject *obj)
                 return -1;
             continue;
         }
-        PyObject *value = SLOT(obj, f->offset);
-        if (value == NULL)
-            return -1;
-        if (value == absent && f->attr != NULL)  /* the property builds the default, as the writer's read does */
-            value = PyObject_GetAttr(obj, f->attr);
-        else
-            Py_INCREF(value);
-        if (value == NULL)
-            return -1;
-        int failed = encode_value(e, &f->value, value);
-        Py_DECREF(value);
-        if (failed)
+        if (encode_field(e, f, obj) < 0)
             return -1;
     }
     for (Py_ssize_t i = 0; i < p->n_checks; i++) {
@@ -594,19 +601,7 @@ size_struct(Enc *e, const Program *p, PyObject *obj)
 {
     e->pos += p->fixed_bytes;
     for (Py_ssize_t k = 0; k < p->n_sized; k++) {
-        const FieldOp *f = &p->fields[p->sized[k]];
-        PyObject *value = SLOT(obj, f->offset);
-        if (value == NULL)
-            return -1;
-        if (value == absent && f->attr != NULL)
-            value = PyObject_GetAttr(obj, f->attr);
-        else
-            Py_INCREF(value);
-        if (value == NULL)
-            return -1;
-        int failed = encode_value(e, &f->value, value);
-        Py_DECREF(value);
-        if (failed)
+        if (encode_field(e, &p->fields[p->sized[k]], obj) < 0)
             return -1;
     }
     return encode_tags(e, p, obj);
