@@ -5,9 +5,11 @@ from setuptools import Extension, setup
 # accelerators only stand in for.
 setup(ext_modules=[
     # The native decoder of the generated codecs (kafkawire/codec/native.py).
-    Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"], optional=True),
+    Extension("kafkawire.codec._decoder", ["kafkawire/codec/_decoder.c"],
+              depends=["kafkawire/codec/_programs.h"], optional=True),
     # The native encoder of the generated codecs (kafkawire/codec/native.py).
-    Extension("kafkawire.codec._encoder", ["kafkawire/codec/_encoder.c"], optional=True),
+    Extension("kafkawire.codec._encoder", ["kafkawire/codec/_encoder.c"],
+              depends=["kafkawire/codec/_programs.h"], optional=True),
     # RecordBatch.rows' per-record loop (kafkawire/records/batch.py).
     Extension("kafkawire.records._rows", ["kafkawire/records/_rows.c"], optional=True),
     # RecordAppender.append, a producer's per-record write (kafkawire/records/appender.py).

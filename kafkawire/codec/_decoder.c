@@ -11,33 +11,7 @@
  * the same input, which raises the DecodeError with its field path and offset. The two paths accept
  * exactly the same inputs; tests/test_native_decoder.py checks both directions.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#include <stdint.h>
-#include <string.h>
-
-enum Kind {
-    K_BOOL, K_INT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_FLOAT64,
-    K_UUID, K_STRING, K_BYTES, K_ARRAY, K_STRUCT
-};
-
-/* Value flags, as codegen/programs.py writes them. */
-#define F_COMPACT 1
-#define F_NULLABLE 2
-#define F_TAG_NULL 4 /* a nullable struct in a tag section: a 0 marker byte is null too */
-
-#define MAX_DEPTH 64 /* programs nest far less; a deeper one is refused at compile time */
-
-typedef struct Program Program;
-
-typedef struct Value {
-    int kind;
-    int flags;
-    Py_ssize_t min_size;   /* array: the fewest bytes one element takes */
-    struct Value *element; /* array */
-    Program *program;      /* struct */
-} Value;
+#include "_programs.h"
 
 typedef struct { Py_ssize_t offset; Value value; } FieldOp;
 typedef struct { Py_ssize_t offset; PyObject *constant; } DefaultOp;
@@ -54,18 +28,9 @@ struct Program {
     Py_ssize_t unknown_tags_offset;
 };
 
-#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-
-/* Set by configure(): uuid.UUID, the shared zero UUID, SafeUUID.unknown and UUID's slot offsets. */
-static PyTypeObject *uuid_type;
-static PyObject *zero_uuid;
+/* Set by configure() beside the uuid globals of _programs.h: SafeUUID.unknown and UUID's is_safe slot. */
 static PyObject *uuid_unknown_safety;
-static Py_ssize_t uuid_int_offset, uuid_safe_offset;
-
-/* Compiled programs by the address of their tuple: {address: (capsule, tuple)}. The tuple is kept so
- * that its address is never reused; programs live as long as the process, like the classes. */
-static PyObject *compiled_programs;
-static PyObject *compiling; /* addresses of programs being compiled: a cycle is refused */
+static Py_ssize_t uuid_safe_offset;
 
 /* ------------------------------------------------------------------------------------ reading */
 
@@ -315,7 +280,8 @@ read_value(Ctx *c, const Value *v, Py_ssize_t *pos)
         return value;
     }
     case K_STRING: return read_string(c, v, pos);
-    case K_BYTES: return read_bytes(c, v, pos);
+    case K_BYTES:
+    case K_RECORDS: return read_bytes(c, v, pos);
     case K_ARRAY: return read_array(c, v, pos);
     case K_STRUCT:
         if (v->flags & F_NULLABLE) {
@@ -427,25 +393,6 @@ error:
 
 /* ---------------------------------------------------------------------------------- compiling */
 
-static const struct { const char *name; int kind; } KIND_NAMES[] = {
-    {"bool", K_BOOL}, {"int8", K_INT8}, {"int16", K_INT16}, {"uint16", K_UINT16}, {"int32", K_INT32},
-    {"uint32", K_UINT32}, {"int64", K_INT64}, {"float64", K_FLOAT64}, {"uuid", K_UUID},
-    {"string", K_STRING}, {"bytes", K_BYTES}, {"records", K_BYTES}, {"array", K_ARRAY},
-    {"struct", K_STRUCT},
-};
-
-static Program *compile_program(PyObject *program);
-
-static void
-free_value(Value *v)
-{
-    if (v->element != NULL) {
-        free_value(v->element);
-        PyMem_Free(v->element);
-        v->element = NULL;
-    }
-}
-
 static void
 free_program(Program *p)
 {
@@ -464,88 +411,16 @@ free_program(Program *p)
     PyMem_Free(p);
 }
 
-static int
-value_depth(const Value *v)
+static Program *
+new_program(void)
 {
-    if (v->kind == K_ARRAY)
-        return value_depth(v->element);
-    return v->kind == K_STRUCT ? v->program->depth : 0;
+    return PyMem_Calloc(1, sizeof(Program));
 }
 
 static int
-parse_value(PyObject *t, Value *v, int is_element)
+program_depth(const Program *p)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
-        PyErr_Format(PyExc_TypeError, "a program value must be a (kind, flags, ...) tuple, not %R", t);
-        return -1;
-    }
-    PyObject *name = PyTuple_GET_ITEM(t, 0);
-    v->kind = -1;
-    for (size_t i = 0; i < sizeof(KIND_NAMES) / sizeof(KIND_NAMES[0]); i++) {
-        if (PyUnicode_CompareWithASCIIString(name, KIND_NAMES[i].name) == 0) {
-            v->kind = KIND_NAMES[i].kind;
-            break;
-        }
-    }
-    long flags = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
-    if (flags == -1 && PyErr_Occurred())
-        return -1;
-    Py_ssize_t expected = v->kind == K_ARRAY ? 4 : v->kind == K_STRUCT ? 3 : 2;
-    if (v->kind < 0 || PyTuple_GET_SIZE(t) != expected || flags & ~(F_COMPACT | F_NULLABLE | F_TAG_NULL)
-            || ((flags & F_TAG_NULL) && !(v->kind == K_STRUCT && (flags & F_NULLABLE)))
-            || (is_element && (flags & F_NULLABLE))) {
-        PyErr_Format(PyExc_ValueError, "unsupported program value %R", t);
-        return -1;
-    }
-    v->flags = (int)flags;
-    if (v->kind == K_ARRAY) {
-        v->min_size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
-        if (v->min_size == -1 && PyErr_Occurred())
-            return -1;
-        if (v->min_size < 1) {
-            PyErr_Format(PyExc_ValueError, "array element size below 1 in %R", t);
-            return -1;
-        }
-        v->element = PyMem_Calloc(1, sizeof(Value));
-        if (v->element == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        if (parse_value(PyTuple_GET_ITEM(t, 3), v->element, 1) < 0)
-            return -1;
-        if (v->element->kind == K_ARRAY) {
-            PyErr_SetString(PyExc_ValueError, "arrays of arrays are not supported");
-            return -1;
-        }
-    }
-    else if (v->kind == K_STRUCT) {
-        v->program = compile_program(PyTuple_GET_ITEM(t, 2));
-        if (v->program == NULL)
-            return -1;
-    }
-    else if (v->kind == K_UUID && uuid_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
-        return -1;
-    }
-    return 0;
-}
-
-static int
-slot_offset(PyTypeObject *cls, PyObject *name, Py_ssize_t *offset)
-{
-    PyObject *descr = PyUnicode_Check(name) ? PyDict_GetItemWithError(cls->tp_dict, name) : NULL;
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s has no slot %R", cls->tp_name, name);
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
-        PyErr_Format(PyExc_TypeError, "%s.%U is not a writable object slot", cls->tp_name, name);
-        return -1;
-    }
-    *offset = member->offset;
-    return 0;
+    return p->depth;
 }
 
 static int
@@ -633,10 +508,10 @@ build_program(PyObject *t, Program *p)
             PyErr_Format(PyExc_TypeError, "a field op is (slot, value), not %R", op);
             return -1;
         }
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), &p->fields[i].offset) < 0
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), 1, &p->fields[i].offset) < 0
                 || parse_value(PyTuple_GET_ITEM(op, 1), &p->fields[i].value, 0) < 0)
             return -1;
-        p->depth = Py_MAX(p->depth, 1 + value_depth(&p->fields[i].value));
+        p->depth = Py_MAX(p->depth, 1 + p->fields[i].value.depth);
     }
     for (Py_ssize_t i = 0; i < p->n_defaults; i++) {
         PyObject *op = PyTuple_GET_ITEM(defaults, i);
@@ -644,7 +519,7 @@ build_program(PyObject *t, Program *p)
             PyErr_Format(PyExc_TypeError, "a default is (slot, constant), not %R", op);
             return -1;
         }
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), &p->defaults[i].offset) < 0)
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), 1, &p->defaults[i].offset) < 0)
             return -1;
         p->defaults[i].constant = Py_NewRef(PyTuple_GET_ITEM(op, 1));
     }
@@ -662,15 +537,15 @@ build_program(PyObject *t, Program *p)
             return -1;
         }
         p->tags[i].tag = (uint32_t)tag;
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 1), &p->tags[i].offset) < 0
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 1), 1, &p->tags[i].offset) < 0
                 || parse_value(PyTuple_GET_ITEM(op, 2), &p->tags[i].value, 0) < 0)
             return -1;
-        p->depth = Py_MAX(p->depth, 1 + value_depth(&p->tags[i].value));
+        p->depth = Py_MAX(p->depth, 1 + p->tags[i].value.depth);
     }
     PyObject *unknown = PyUnicode_FromString("unknown_tags");
     if (unknown == NULL)
         return -1;
-    int failed = slot_offset(p->cls, unknown, &p->unknown_tags_offset);
+    int failed = slot_offset(p->cls, unknown, 1, &p->unknown_tags_offset);
     Py_DECREF(unknown);
     if (failed || check_slots(p) < 0)
         return -1;
@@ -679,51 +554,6 @@ build_program(PyObject *t, Program *p)
         return -1;
     }
     return 0;
-}
-
-static Program *
-compile_program(PyObject *program)
-{
-    PyObject *key = PyLong_FromVoidPtr(program);
-    if (key == NULL)
-        return NULL;
-    PyObject *entry = PyDict_GetItemWithError(compiled_programs, key);
-    if (entry != NULL) {
-        Py_DECREF(key);
-        return PyCapsule_GetPointer(PyTuple_GET_ITEM(entry, 0), NULL);
-    }
-    Program *p = NULL;
-    int busy = PyErr_Occurred() ? -1 : PySet_Contains(compiling, key);
-    if (busy != 0) {
-        if (busy > 0)
-            PyErr_SetString(PyExc_ValueError, "a program contains itself");
-        goto error;
-    }
-    if (PySet_Add(compiling, key) < 0)
-        goto error;
-    p = PyMem_Calloc(1, sizeof(Program));
-    if (p == NULL) {
-        PyErr_NoMemory();
-        PySet_Discard(compiling, key);
-        goto error;
-    }
-    int failed = build_program(program, p);
-    if (PySet_Discard(compiling, key) < 0 || failed)
-        goto error;
-    PyObject *capsule = PyCapsule_New(p, NULL, NULL);
-    entry = capsule ? PyTuple_Pack(2, capsule, program) : NULL;
-    Py_XDECREF(capsule);
-    if (entry == NULL || PyDict_SetItem(compiled_programs, key, entry) < 0) {
-        Py_XDECREF(entry);
-        goto error;
-    }
-    Py_DECREF(entry);
-    Py_DECREF(key);
-    return p;
-error:
-    free_program(p);
-    Py_DECREF(key);
-    return NULL;
 }
 
 /* ------------------------------------------------------------------------------------- Reader */
@@ -1140,8 +970,8 @@ configure(PyObject *module, PyObject *args)
     Py_ssize_t int_offset, safe_offset;
     PyObject *int_name = PyUnicode_FromString("int"), *safe_name = PyUnicode_FromString("is_safe");
     int failed = !int_name || !safe_name
-        || slot_offset((PyTypeObject *)type, int_name, &int_offset) < 0
-        || slot_offset((PyTypeObject *)type, safe_name, &safe_offset) < 0;
+        || slot_offset((PyTypeObject *)type, int_name, 1, &int_offset) < 0
+        || slot_offset((PyTypeObject *)type, safe_name, 1, &safe_offset) < 0;
     Py_XDECREF(int_name);
     Py_XDECREF(safe_name);
     if (failed)
@@ -1183,9 +1013,7 @@ PyInit__decoder(void)
     str_exact = PyUnicode_InternFromString("exact");
     if (!str_readers || !str_exact)
         return NULL;
-    compiled_programs = PyDict_New();
-    compiling = PySet_New(NULL);
-    if (compiled_programs == NULL || compiling == NULL)
+    if (init_programs() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&decoder_module);
     if (module == NULL)

@@ -2,10 +2,12 @@
  * into each generated module (see kafkawire/codec/native.py).
  *
  * A program is compiled on first use into C arrays (slot offsets read from the generated class's
- * member descriptors, kinds as enums, defaults as owned references). One walk of the message serves
- * both passes: run without an output buffer it only counts bytes, run again it writes them into the
- * one buffer allocated for that count. Every write is bounds-checked and the second walk must end
- * exactly where the first did, so a value changed between the passes cannot overrun the buffer.
+ * member descriptors, kinds as enums, defaults as owned references). The message is walked twice:
+ * the size pass counts bytes (a struct's fixed-width fields and an array of fixed-width elements at
+ * once, from the program and the array's length, and only lengths of bytes values), then the write
+ * pass checks every value and writes it into the one buffer allocated for that count. Every write is
+ * bounds-checked and the write pass must end exactly where the size pass did, so a value the size
+ * pass did not check, or one changed between the passes, cannot overrun the buffer: it falls back.
  *
  * Anything the walk does not take (a wrong type, an int out of its range, a string that is not
  * UTF-8-encodable or too long, a null where none is allowed, a non-default value in a field the
@@ -14,36 +16,12 @@
  * what it writes). The Python writers are the reference; tests/codec/test_native_encoder.py checks
  * that both write the same bytes.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#include <stdint.h>
-#include <string.h>
-
-enum Kind {
-    K_BOOL, K_INT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_FLOAT64,
-    K_UUID, K_STRING, K_BYTES, K_RECORDS, K_ARRAY, K_STRUCT
-};
+#include "_programs.h"
 
 /* When a field counts as set: the writers' ``differs`` (codegen/render.py), by the field's default. */
 enum How { H_EQ, H_NULL, H_STRUCT, H_EMPTY };
 
-/* Value flags, as codegen/programs.py writes them. */
-#define F_COMPACT 1
-#define F_NULLABLE 2
-#define F_TAG_NULL 4 /* a nullable struct in a tag section: null is a 0 marker byte */
-
-#define MAX_DEPTH 64 /* programs nest far less; a deeper one is refused at compile time */
 #define MAX_TAGS 64  /* known tagged fields of one struct */
-
-typedef struct Program Program;
-
-typedef struct Value {
-    int kind;
-    int flags;
-    struct Value *element; /* array */
-    Program *program;      /* struct */
-} Value;
 
 typedef struct { Py_ssize_t offset; Value value; PyObject *attr; } FieldOp;
 typedef struct { Py_ssize_t offset; int how; PyObject *constant; } CheckOp;
@@ -66,20 +44,14 @@ struct Program {
     CheckOp *checks;
     TagOp *tags;
     Py_ssize_t unknown_tags_offset;
+    /* The size pass: the fixed-width fields' bytes in all, and the other fields (indexes in fields). */
+    Py_ssize_t fixed_bytes, n_sized;
+    Py_ssize_t *sized;
 };
 
-#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-
-/* Set by configure(): uuid.UUID, the shared zero UUID, UUID's int slot, the ABSENT sentinel. */
-static PyTypeObject *uuid_type;
-static PyObject *zero_uuid;
-static Py_ssize_t uuid_int_offset;
+/* Set by configure() beside the uuid globals of _programs.h: the ABSENT sentinel of lazy struct fields. */
 static PyObject *absent;
 static PyObject *str_is_default;
-
-/* Compiled programs by the address of their tuple: {address: (capsule, tuple)}, as in _decoder.c. */
-static PyObject *compiled_programs;
-static PyObject *compiling;
 
 /* ------------------------------------------------------------------------------------ writing */
 
@@ -110,10 +82,35 @@ put(Enc *e, const void *data, Py_ssize_t n)
 static inline int
 put_be(Enc *e, uint64_t value, int width)
 {
-    unsigned char b[8];
-    for (int i = 0; i < width; i++)
-        b[i] = (unsigned char)(value >> (8 * (width - 1 - i)));
-    return put(e, b, width);
+    if (e->out == NULL) {
+        e->pos += width;
+        return 0;
+    }
+    if (width > e->cap - e->pos)
+        return -1;
+    unsigned char *d = e->out + e->pos;
+    switch (width) {
+    case 1: d[0] = (unsigned char)value; break;
+    case 2: { uint16_t v = __builtin_bswap16((uint16_t)value); memcpy(d, &v, 2); break; }
+    case 4: { uint32_t v = __builtin_bswap32((uint32_t)value); memcpy(d, &v, 4); break; }
+    default: { uint64_t v = __builtin_bswap64(value); memcpy(d, &v, 8); break; }
+    }
+    e->pos += width;
+    return 0;
+}
+
+/* The bytes a fixed-width kind takes; 0 for the others. */
+static inline int
+fixed_width(int kind)
+{
+    switch (kind) {
+    case K_BOOL: case K_INT8: return 1;
+    case K_INT16: case K_UINT16: return 2;
+    case K_INT32: case K_UINT32: return 4;
+    case K_INT64: case K_FLOAT64: return 8;
+    case K_UUID: return 16;
+    default: return 0;
+    }
 }
 
 static inline int
@@ -184,7 +181,29 @@ byte_span(PyObject *v, const char **data, Py_ssize_t *len)
     return 0;
 }
 
+/* byte_span's length alone: a memoryview's without taking a buffer of it (1: found, 0: not such a value). */
+static inline int
+byte_length(PyObject *v, Py_ssize_t *len)
+{
+    if (PyBytes_CheckExact(v)) {
+        *len = PyBytes_GET_SIZE(v);
+        return 1;
+    }
+    if (PyByteArray_CheckExact(v)) {
+        *len = PyByteArray_GET_SIZE(v);
+        return 1;
+    }
+    if (PyMemoryView_Check(v)) {
+        const Py_buffer *own = PyMemoryView_GET_BUFFER(v);
+        *len = own->len;
+        return own->ndim == 1 && own->itemsize == 1;
+    }
+    return 0;
+}
+
 static int encode_struct(Enc *e, const Program *p, PyObject *obj);
+static int size_struct(Enc *e, const Program *p, PyObject *obj);
+static int encode_tags(Enc *e, const Program *p, PyObject *obj);
 
 static int
 encode_fixed(Enc *e, int kind, PyObject *v)
@@ -258,6 +277,12 @@ encode_uuid(Enc *e, PyObject *v)
     return put(e, b, 16);
 }
 
+static inline int
+encode_fixed_or_uuid(Enc *e, int kind, PyObject *v)
+{
+    return kind == K_UUID ? encode_uuid(e, v) : encode_fixed(e, kind, v);
+}
+
 static int
 encode_null(Enc *e, const Value *v)
 {
@@ -308,17 +333,27 @@ encode_value(Enc *e, const Value *v, PyObject *value)
     case K_RECORDS: {
         if (value == Py_None)
             return encode_null(e, v);
-        const char *data;
+        const char *data = NULL;
         Py_ssize_t n;
-        int span = byte_span(value, &data, &n);
         int piece = e->split && v->kind == K_RECORDS;
+        /* The size pass takes only lengths (a memoryview's without taking a buffer of it); the write
+         * pass checks the value, and a length that differs from the size pass's makes it fall back. */
+        int span = e->out == NULL || piece ? byte_length(value, &n) : byte_span(value, &data, &n);
         if (!span) {
             if (!piece || (n = PyObject_Length(value)) < 0)
                 return -1;
         }
         if ((!(v->flags & F_COMPACT) && n > INT32_MAX) || put_length(e, v->flags & F_COMPACT, 4, n) < 0)
             return -1;
-        return piece ? encode_part(e, value, n) : put(e, data, n);
+        if (n == 0 && span) /* empty bytes: nothing to write (an empty file slice stays a piece, for its owner) */
+            return 0;
+        if (piece)
+            return encode_part(e, value, n);
+        if (e->out == NULL) {
+            e->pos += n;
+            return 0;
+        }
+        return put(e, data, n);
     }
     case K_ARRAY: {
         if (value == Py_None)
@@ -328,6 +363,11 @@ encode_value(Enc *e, const Value *v, PyObject *value)
         Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
         if ((!(v->flags & F_COMPACT) && n > INT32_MAX) || put_length(e, v->flags & F_COMPACT, 4, n) < 0)
             return -1;
+        int width = fixed_width(v->element->kind);
+        if (e->out == NULL && width) { /* the write pass checks the elements */
+            e->pos += n * width;
+            return 0;
+        }
         /* A list can change length while Python code runs (a comparison in a struct's checks). */
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(value); i++) {
             PyObject *item = PySequence_Fast_GET_ITEM(value, i);
@@ -379,6 +419,8 @@ differs(int how, PyObject *value, PyObject *constant)
         return is_default < 0 ? -1 : !is_default;
     }
     default:
+        if (value == constant) /* small ints and interned strings: most defaults */
+            return 0;
         return PyObject_RichCompareBool(value, constant, Py_NE);
     }
 }
@@ -456,6 +498,8 @@ encode_tags(Enc *e, const Program *p, PyObject *obj)
     Py_ssize_t n_unknown = unknown == Py_None ? 0 : PyDict_GET_SIZE(unknown);
     if (!p->flexible)
         return n_unknown ? -1 : 0;
+    if (p->n_tags == 0 && n_unknown == 0)
+        return put_uvarint(e, 0);
     TagItem stack[MAX_TAGS + 16];
     TagItem *items = stack;
     if (p->n_tags + n_unknown > (Py_ssize_t)(sizeof(stack) / sizeof(stack[0]))) {
@@ -487,7 +531,8 @@ encode_tags(Enc *e, const Program *p, PyObject *obj)
         Py_INCREF(items[i].value);
     if (!failed) {
         Py_ssize_t taken = count;
-        qsort(items, (size_t)count, sizeof(TagItem), compare_tags);
+        if (n_unknown)  /* the known ones are in tag order already */
+            qsort(items, (size_t)count, sizeof(TagItem), compare_tags);
         failed = put_uvarint(e, (uint64_t)count) < 0;
         for (Py_ssize_t i = 0; i < count && !failed; i++)
             failed = encode_tagged(e, &items[i]) < 0;
@@ -499,25 +544,40 @@ encode_tags(Enc *e, const Program *p, PyObject *obj)
     return failed ? -1 : 0;
 }
 
+/* One field of obj, held while it is encoded (Python code may run and replace the slot's value). */
+static int
+encode_field(Enc *e, const FieldOp *f, PyObject *obj)
+{
+    PyObject *value = SLOT(obj, f->offset);
+    if (value == NULL)
+        return -1;
+    if (value == absent && f->attr != NULL)  /* the property builds the default, as the writer's read does */
+        value = PyObject_GetAttr(obj, f->attr);
+    else
+        Py_INCREF(value);
+    if (value == NULL)
+        return -1;
+    int failed = encode_value(e, &f->value, value);
+    Py_DECREF(value);
+    return failed ? -1 : 0;
+}
+
 static int
 encode_struct(Enc *e, const Program *p, PyObject *obj)
 {
     if (!Py_IS_TYPE(obj, p->cls))
         return -1;
+    if (e->out == NULL)
+        return size_struct(e, p, obj);
     for (Py_ssize_t i = 0; i < p->n_fields; i++) {
         const FieldOp *f = &p->fields[i];
-        PyObject *value = SLOT(obj, f->offset);
-        if (value == NULL)
-            return -1;
-        if (value == absent && f->attr != NULL)  /* the property builds the default, as the writer's read does */
-            value = PyObject_GetAttr(obj, f->attr);
-        else
-            Py_INCREF(value);
-        if (value == NULL)
-            return -1;
-        int failed = encode_value(e, &f->value, value);
-        Py_DECREF(value);
-        if (failed)
+        if (fixed_width(f->value.kind)) { /* no Python code runs: the slot's reference is enough */
+            PyObject *value = SLOT(obj, f->offset);
+            if (value == NULL || encode_fixed_or_uuid(e, f->value.kind, value) < 0)
+                return -1;
+            continue;
+        }
+        if (encode_field(e, f, obj) < 0)
             return -1;
     }
     for (Py_ssize_t i = 0; i < p->n_checks; i++) {
@@ -534,28 +594,22 @@ encode_struct(Enc *e, const Program *p, PyObject *obj)
     return encode_tags(e, p, obj);
 }
 
+/* The size pass of encode_struct: the fixed-width fields at once, the others walked; the refusals
+ * are left to the write pass. */
+static int
+size_struct(Enc *e, const Program *p, PyObject *obj)
+{
+    e->pos += p->fixed_bytes;
+    for (Py_ssize_t k = 0; k < p->n_sized; k++) {
+        if (encode_field(e, &p->fields[p->sized[k]], obj) < 0)
+            return -1;
+    }
+    return encode_tags(e, p, obj);
+}
+
 /* ---------------------------------------------------------------------------------- compiling */
 
-static const struct { const char *name; int kind; } KIND_NAMES[] = {
-    {"bool", K_BOOL}, {"int8", K_INT8}, {"int16", K_INT16}, {"uint16", K_UINT16}, {"int32", K_INT32},
-    {"uint32", K_UINT32}, {"int64", K_INT64}, {"float64", K_FLOAT64}, {"uuid", K_UUID},
-    {"string", K_STRING}, {"bytes", K_BYTES}, {"records", K_RECORDS}, {"array", K_ARRAY},
-    {"struct", K_STRUCT},
-};
-
 static const char *HOW_NAMES[] = {"eq", "null", "struct", "empty"};
-
-static Program *compile_program(PyObject *program);
-
-static void
-free_value(Value *v)
-{
-    if (v->element != NULL) {
-        free_value(v->element);
-        PyMem_Free(v->element);
-        v->element = NULL;
-    }
-}
 
 static void
 free_program(Program *p)
@@ -576,87 +630,23 @@ free_program(Program *p)
         PyMem_Free(p->tags[i].empty);
     }
     PyMem_Free(p->fields);
+    PyMem_Free(p->sized);
     PyMem_Free(p->checks);
     PyMem_Free(p->tags);
     Py_XDECREF(p->cls);
     PyMem_Free(p);
 }
 
-static int
-value_depth(const Value *v)
+static Program *
+new_program(void)
 {
-    if (v->kind == K_ARRAY)
-        return value_depth(v->element);
-    return v->kind == K_STRUCT ? v->program->depth : 0;
+    return PyMem_Calloc(1, sizeof(Program));
 }
 
 static int
-parse_value(PyObject *t, Value *v, int is_element)
+program_depth(const Program *p)
 {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
-        PyErr_Format(PyExc_TypeError, "a program value must be a (kind, flags, ...) tuple, not %R", t);
-        return -1;
-    }
-    PyObject *name = PyTuple_GET_ITEM(t, 0);
-    v->kind = -1;
-    for (size_t i = 0; i < sizeof(KIND_NAMES) / sizeof(KIND_NAMES[0]); i++) {
-        if (PyUnicode_CompareWithASCIIString(name, KIND_NAMES[i].name) == 0) {
-            v->kind = KIND_NAMES[i].kind;
-            break;
-        }
-    }
-    long flags = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
-    if (flags == -1 && PyErr_Occurred())
-        return -1;
-    Py_ssize_t expected = v->kind == K_ARRAY ? 4 : v->kind == K_STRUCT ? 3 : 2;
-    if (v->kind < 0 || PyTuple_GET_SIZE(t) != expected || flags & ~(F_COMPACT | F_NULLABLE | F_TAG_NULL)
-            || ((flags & F_TAG_NULL) && !(v->kind == K_STRUCT && (flags & F_NULLABLE)))
-            || (is_element && (flags & F_NULLABLE))) {
-        PyErr_Format(PyExc_ValueError, "unsupported program value %R", t);
-        return -1;
-    }
-    v->flags = (int)flags;
-    if (v->kind == K_ARRAY) {
-        v->element = PyMem_Calloc(1, sizeof(Value));
-        if (v->element == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        if (parse_value(PyTuple_GET_ITEM(t, 3), v->element, 1) < 0)
-            return -1;
-        if (v->element->kind == K_ARRAY) {
-            PyErr_SetString(PyExc_ValueError, "arrays of arrays are not supported");
-            return -1;
-        }
-    }
-    else if (v->kind == K_STRUCT) {
-        v->program = compile_program(PyTuple_GET_ITEM(t, 2));
-        if (v->program == NULL)
-            return -1;
-    }
-    else if (v->kind == K_UUID && uuid_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
-        return -1;
-    }
-    return 0;
-}
-
-static int
-slot_offset(PyTypeObject *cls, PyObject *name, Py_ssize_t *offset)
-{
-    PyObject *descr = PyUnicode_Check(name) ? PyDict_GetItemWithError(cls->tp_dict, name) : NULL;
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s has no slot %R", cls->tp_name, name);
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if (member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "%s.%U is not an object slot", cls->tp_name, name);
-        return -1;
-    }
-    *offset = member->offset;
-    return 0;
+    return p->depth;
 }
 
 static int
@@ -691,7 +681,7 @@ parse_empty(TagOp *t, PyObject *checks)
             PyErr_Format(PyExc_TypeError, "an empty-struct check is (slot, how, default), not %R", op);
             return -1;
         }
-        if (slot_offset(cls, PyTuple_GET_ITEM(op, 0), &t->empty[i].offset) < 0
+        if (slot_offset(cls, PyTuple_GET_ITEM(op, 0), 0, &t->empty[i].offset) < 0
                 || parse_how(PyTuple_GET_ITEM(op, 1), &t->empty[i].how) < 0)
             return -1;
         t->empty[i].constant = Py_NewRef(PyTuple_GET_ITEM(op, 2));
@@ -722,7 +712,8 @@ build_program(PyObject *t, Program *p)
     p->fields = PyMem_Calloc((size_t)p->n_fields + 1, sizeof(FieldOp));
     p->checks = PyMem_Calloc((size_t)p->n_checks + 1, sizeof(CheckOp));
     p->tags = PyMem_Calloc((size_t)p->n_tags + 1, sizeof(TagOp));
-    if (!p->fields || !p->checks || !p->tags) {
+    p->sized = PyMem_Calloc((size_t)p->n_fields + 1, sizeof(Py_ssize_t));
+    if (!p->fields || !p->checks || !p->tags || !p->sized) {
         PyErr_NoMemory();
         return -1;
     }
@@ -733,12 +724,16 @@ build_program(PyObject *t, Program *p)
             PyErr_Format(PyExc_TypeError, "a field op is (slot, value[, attribute]), not %R", op);
             return -1;
         }
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), &p->fields[i].offset) < 0
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), 0, &p->fields[i].offset) < 0
                 || parse_value(PyTuple_GET_ITEM(op, 1), &p->fields[i].value, 0) < 0)
             return -1;
         if (PyTuple_GET_SIZE(op) == 3)
             p->fields[i].attr = Py_NewRef(PyTuple_GET_ITEM(op, 2));
-        p->depth = Py_MAX(p->depth, 1 + value_depth(&p->fields[i].value));
+        p->depth = Py_MAX(p->depth, 1 + p->fields[i].value.depth);
+        int width = fixed_width(p->fields[i].value.kind);
+        p->fixed_bytes += width;
+        if (!width)
+            p->sized[p->n_sized++] = i;
     }
     for (Py_ssize_t i = 0; i < p->n_checks; i++) {
         PyObject *op = PyTuple_GET_ITEM(checks, i);
@@ -746,7 +741,7 @@ build_program(PyObject *t, Program *p)
             PyErr_Format(PyExc_TypeError, "a check is (slot, how, default), not %R", op);
             return -1;
         }
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), &p->checks[i].offset) < 0
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 0), 0, &p->checks[i].offset) < 0
                 || parse_how(PyTuple_GET_ITEM(op, 1), &p->checks[i].how) < 0)
             return -1;
         p->checks[i].constant = Py_NewRef(PyTuple_GET_ITEM(op, 2));
@@ -765,7 +760,7 @@ build_program(PyObject *t, Program *p)
             return -1;
         }
         p->tags[i].tag = (uint32_t)tag;
-        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 1), &p->tags[i].offset) < 0
+        if (slot_offset(p->cls, PyTuple_GET_ITEM(op, 1), 0, &p->tags[i].offset) < 0
                 || parse_value(PyTuple_GET_ITEM(op, 2), &p->tags[i].value, 0) < 0
                 || parse_how(PyTuple_GET_ITEM(op, 3), &p->tags[i].how) < 0)
             return -1;
@@ -773,12 +768,12 @@ build_program(PyObject *t, Program *p)
         if (p->tags[i].how == H_STRUCT && p->tags[i].value.kind == K_STRUCT
                 && parse_empty(&p->tags[i], p->tags[i].constant) < 0)
             return -1;
-        p->depth = Py_MAX(p->depth, 1 + value_depth(&p->tags[i].value));
+        p->depth = Py_MAX(p->depth, 1 + p->tags[i].value.depth);
     }
     PyObject *unknown = PyUnicode_FromString("unknown_tags");
     if (unknown == NULL)
         return -1;
-    int failed = slot_offset(p->cls, unknown, &p->unknown_tags_offset);
+    int failed = slot_offset(p->cls, unknown, 0, &p->unknown_tags_offset);
     Py_DECREF(unknown);
     if (failed)
         return -1;
@@ -787,51 +782,6 @@ build_program(PyObject *t, Program *p)
         return -1;
     }
     return 0;
-}
-
-static Program *
-compile_program(PyObject *program)
-{
-    PyObject *key = PyLong_FromVoidPtr(program);
-    if (key == NULL)
-        return NULL;
-    PyObject *entry = PyDict_GetItemWithError(compiled_programs, key);
-    if (entry != NULL) {
-        Py_DECREF(key);
-        return PyCapsule_GetPointer(PyTuple_GET_ITEM(entry, 0), NULL);
-    }
-    Program *p = NULL;
-    int busy = PyErr_Occurred() ? -1 : PySet_Contains(compiling, key);
-    if (busy != 0) {
-        if (busy > 0)
-            PyErr_SetString(PyExc_ValueError, "a program contains itself");
-        goto error;
-    }
-    if (PySet_Add(compiling, key) < 0)
-        goto error;
-    p = PyMem_Calloc(1, sizeof(Program));
-    if (p == NULL) {
-        PyErr_NoMemory();
-        PySet_Discard(compiling, key);
-        goto error;
-    }
-    int failed = build_program(program, p);
-    if (PySet_Discard(compiling, key) < 0 || failed)
-        goto error;
-    PyObject *capsule = PyCapsule_New(p, NULL, NULL);
-    entry = capsule ? PyTuple_Pack(2, capsule, program) : NULL;
-    Py_XDECREF(capsule);
-    if (entry == NULL || PyDict_SetItem(compiled_programs, key, entry) < 0) {
-        Py_XDECREF(entry);
-        goto error;
-    }
-    Py_DECREF(entry);
-    Py_DECREF(key);
-    return p;
-error:
-    free_program(p);
-    Py_DECREF(key);
-    return NULL;
 }
 
 /* ------------------------------------------------------------------------------------ Encoder */
@@ -976,16 +926,6 @@ encoder_encode_parts(PyObject *self, PyObject *message)
     return one(self, message, &b) < 0 ? fall_back() : encode_list(&b, 0);
 }
 
-static PyObject *
-encoder_size(PyObject *self, PyObject *message)
-{
-    Batch b;
-    Py_ssize_t main, external;
-    if (one(self, message, &b) < 0 || measure(&b, 0, 0, &main, &external) < 0)
-        return fall_back();
-    return PyLong_FromSsize_t(main);
-}
-
 /* encode_into(message, buffer, offset): the end offset, or None when the Python writer must take over
  * or the body does not fit (the caller raises). */
 static PyObject *
@@ -1066,7 +1006,6 @@ static PyMethodDef encoder_methods[] = {
      "encode_parts(message): the body as bytes pieces and records values, or None."},
     {"encode_into", (PyCFunction)(void (*)(void))encoder_encode_into, METH_FASTCALL,
      "encode_into(message, buffer, offset): the end offset, or None."},
-    {"size", encoder_size, METH_O, "size(message): the body's size in bytes, or None."},
     {"compile", encoder_compile, METH_NOARGS, "Compile the program now; ValueError if it does not compile."},
     {NULL},
 };
@@ -1174,7 +1113,7 @@ configure(PyObject *module, PyObject *args)
         return NULL;
     PyObject *int_name = PyUnicode_FromString("int");
     Py_ssize_t offset;
-    int failed = int_name == NULL || slot_offset((PyTypeObject *)type, int_name, &offset) < 0;
+    int failed = int_name == NULL || slot_offset((PyTypeObject *)type, int_name, 0, &offset) < 0;
     Py_XDECREF(int_name);
     if (failed)
         return NULL;
@@ -1210,9 +1149,7 @@ PyInit__encoder(void)
         return NULL;
     str_is_default = PyUnicode_InternFromString("_is_default");
     str_encoders = PyUnicode_InternFromString("_ENCODERS");
-    compiled_programs = PyDict_New();
-    compiling = PySet_New(NULL);
-    if (str_is_default == NULL || str_encoders == NULL || compiled_programs == NULL || compiling == NULL)
+    if (str_is_default == NULL || str_encoders == NULL || init_programs() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&encoder_module);
     if (module == NULL)

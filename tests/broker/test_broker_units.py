@@ -8,13 +8,13 @@ import asyncio
 from kafkawire import messages as m
 from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.config.broker_config import BrokerConfig
-from kafkawire.broker.fetch.encoder import EncodedFetchResponse
 from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups import GroupCoordinator
 from kafkawire.broker.dispatch.handlers import Handlers
+from kafkawire.broker.storage import FileRecords
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
-from kafkawire.framing import read_response
+from kafkawire.framing import encode_response_parts, read_response
 from kafkawire.records import RecordBatchBuilder, iter_records
 
 
@@ -95,9 +95,9 @@ async def _call(handlers, request, version):
     listener = handlers.state.config.listener_list()[0]
     context = RequestContext(listener, 9092, "User:ANONYMOUS", "127.0.0.1", "unit")
     response = await handlers.handle(request.API_KEY, wire, version, context)
-    if type(response) is EncodedFetchResponse:
-        frame = b"".join(bytes(part) if not hasattr(part, "read") else part.read()
-                         for part in response.frame(7))[4:]
+    if type(response) is m.FetchResponse:  # its records are file slices: read them as the server sends them
+        frame = b"".join(part.read() if type(part) is FileRecords else bytes(part)
+                         for part in encode_response_parts(request.API_KEY, version, 7, response))[4:]
         return read_response(frame, request.API_KEY, version).body
     return response
 

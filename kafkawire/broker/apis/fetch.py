@@ -1,5 +1,5 @@
 """Fetch: the fetch session (KIP-227), the KIP-74 reads (``broker.fetch.reads``), parking short of MinBytes,
-and the response written by ``broker.fetch.encoder``."""
+and the response built by ``broker.fetch.response``."""
 from __future__ import annotations
 
 import uuid
@@ -10,7 +10,7 @@ from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..fetch.reads import DelayedFetch, PartitionRead, read_partitions
-from ..fetch.encoder import EncodedFetchResponse, encode_fetch_response
+from ..fetch.response import fetch_response
 from ..fetch.sessions import FetchContext, SessionPartition
 from ..metrics import BrokerMetrics
 from ..network.listeners import Listener
@@ -34,7 +34,7 @@ class FetchApi:
         self._topic_name = state.topic_name
 
     async def fetch(self, request: m.FetchRequest, version: int,
-                    context: RequestContext) -> m.FetchResponse | EncodedFetchResponse:
+                    context: RequestContext) -> m.FetchResponse:
         if version >= 3 and request.max_bytes < 0:
             return error_response(ApiKey.FETCH, request, version, ErrorCode.INVALID_REQUEST, "negative MaxBytes")
         max_bytes = min(request.max_bytes if version >= 3 else 0x7FFFFFFF, self.config.fetch_max_bytes)
@@ -126,7 +126,7 @@ class FetchApi:
 
     def _fetch_response(self, context: FetchContext, reads: list[PartitionRead], version: int,
                         read_committed: bool, listener: Listener,
-                        listener_address: tuple[str, int]) -> EncodedFetchResponse:
+                        listener_address: tuple[str, int]) -> m.FetchResponse:
         # Partitions are grouped into topics as they come, consecutively (as FetchResponse.toMessage
         # does), so a topic can appear twice: once for its read partitions, once for unknown ones.
         topics: list[tuple[str, uuid.UUID, list[PartitionRead]]] = []
@@ -151,4 +151,4 @@ class FetchApi:
             leaders = {read.current_leader[0] for read in reads if read.current_leader is not None}
             endpoints = [node for node in self.state.view.brokers(listener.name, listener_address)
                          if node.node_id in leaders]
-        return encode_fetch_response(version, context.response_session_id, topics, read_committed, endpoints)
+        return fetch_response(version, context.response_session_id, topics, read_committed, endpoints)

@@ -3,5 +3,5 @@
 - ``reads``: KIP-74's read loop over the partitions, fetches parked until MinBytes or MaxWaitMs, the
   remote tier;
 - ``sessions``: fetch sessions (KIP-227), full and incremental, in a bounded cache;
-- ``encoder``: the Fetch response written straight from the reads, log bytes as sendfile pieces.
+- ``response``: the FetchResponse built from the reads, its records left as sendfile pieces.
 """

@@ -29,7 +29,6 @@ from ..apis.produce import CLOSE_CONNECTION
 from ..apis.state import RequestContext
 from ..dispatch.error_responses import error_response
 from .faults import DROP
-from ..fetch.encoder import EncodedFetchResponse
 from .listeners import Listener
 from .receiving import FrameReceiver
 from ..metrics import log_request, top_level_error
@@ -201,8 +200,6 @@ class Connection:
             return None
         if response is CLOSE_CONNECTION:
             return False
-        if type(response) is EncodedFetchResponse:
-            return response.frame(correlation_id)
         return encode_response_parts(api_key, version, correlation_id, response)
 
     def _observe(self, api_key: int, version: int, context: RequestContext, seconds: float, response: Any) -> None:

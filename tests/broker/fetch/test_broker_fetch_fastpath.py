@@ -1,8 +1,9 @@
 """The broker's fetch fast path against the reference code it stands in for.
 
-- ``encode_fetch_response`` (Fetch responses written straight from the partition reads) gives the
-  same bytes as the generated FetchResponse codec, and ``frame`` the same frame as
-  ``framing.encode_response``, at every version served, for bytes and ``FileRecords`` records.
+- ``fetch_response`` (the FetchResponse built from the partition reads), framed by
+  ``framing.encode_response_parts`` as the server frames it, gives the frame the generated codec
+  writes for the same values, at every version served, for bytes and ``FileRecords`` records, and
+  keeps each records value a piece of its own (the sendfile path), natively and in pure Python.
 - ``LogSegment.translate`` (which may look at the next index entry's batch first) finds the same
   batch as a plain scan of the batch headers from the start of the segment, for every offset, with
   small and large batches, several index intervals, and an index whose entries span several batches
@@ -24,12 +25,14 @@ from hypothesis import strategies as st
 from support.broker_harness import RawClient, own_broker
 from kafkawire import messages as m
 from kafkawire.broker.fetch.reads import PartitionRead
-from kafkawire.broker.fetch.encoder import encode_fetch_response
+from kafkawire.broker.fetch.response import fetch_response
+from kafkawire.broker.node_view import NodeAddress
 from kafkawire.broker.storage import FileRecords, LogConfig, PartitionLog
 from kafkawire.broker.storage.segment import LogSegment, iter_batch_headers
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID
-from kafkawire.framing import encode_response
+from kafkawire.codec import native
+from kafkawire.framing import encode_response, encode_response_parts, read_response
 from kafkawire.records import RecordBatchBuilder
 from support.broker_wire import by_partition, create_topic, produce
 
@@ -72,8 +75,8 @@ def source_file(tmp_path_factory):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(version=st.integers(LOW, HIGH), read_committed=st.booleans(), session_id=_int32,
        correlation_id=_int32, topics=st.lists(_topic, max_size=3), data=st.data())
-def test_the_encoder_writes_what_the_generated_codec_writes(source_file, version, read_committed, session_id,
-                                                            correlation_id, topics, data):
+def test_the_response_frames_as_the_generated_codec_frames_its_values(source_file, version, read_committed,
+                                                                     session_id, correlation_id, topics, data):
     if version < 7:
         session_id = 0  # not in the older versions
     grouped, message_topics = [], []
@@ -96,18 +99,14 @@ def test_the_encoder_writes_what_the_generated_codec_writes(source_file, version
         grouped.append((name, topic_id, reads))
         message_topics.append(m.FetchResponse.FetchableTopicResponse(
             topic=name if version < 13 else "", topic_id=topic_id if version >= 13 else ZERO_UUID, partitions=datas))
-    if version < 5:
-        for _, _, reads in grouped:
-            for read in reads:
-                read.log_start_offset = -1  # v4 has no log start offset: the codec would refuse another value
     message = m.FetchResponse(error_code=0, session_id=session_id, responses=message_topics)
 
-    encoded = encode_fetch_response(version, session_id, grouped, read_committed)
-    body = _joined(encoded.encode_parts(version))
-    assert body == message.encode(version)
-    assert encoded.size == len(body)
-    assert _joined(encoded.frame(correlation_id)) == encode_response(1, version, correlation_id, message)
-    assert _joined(encoded.frame(correlation_id)) == _joined(encoded.frame(correlation_id))  # frame() repeatable
+    response = fetch_response(version, session_id, grouped, read_committed)
+    expected = encode_response(1, version, correlation_id, message)
+    assert _joined(encode_response_parts(1, version, correlation_id, response)) == expected
+    assert _joined(response._python_parts(version)) == message.encode(version)  # the pure-Python path too
+    if native.ENCODER_ACTIVE:
+        assert m.FetchResponse._ENCODERS[version].encode_parts(response) is not None  # written natively
     for _, _, reads in grouped:
         for read in reads:
             if type(read.records) is FileRecords:
@@ -115,23 +114,37 @@ def test_the_encoder_writes_what_the_generated_codec_writes(source_file, version
 
 
 def test_records_stay_pieces_of_their_own(source_file):
-    """The log bytes are never copied into the header runs: each non-empty records value is its own piece."""
+    """The log bytes are never copied into the bytes around them: each non-empty records value is its own
+    piece of the frame, natively and through the Python writers."""
     file_slice = FileRecords(source_file, 100, 5000)
+    remote = b"r" * 300
     reads = [PartitionRead(None, "t", 0, None, records=file_slice, high_watermark=9),
              PartitionRead(None, "t", 1, None, records=b"", high_watermark=0),
-             PartitionRead(None, "t", 2, None, records=b"r" * 300, high_watermark=3)]
-    parts = encode_fetch_response(16, 7, [("t", uuid.uuid4(), reads)], True).frame(42)
-    assert parts[1] is file_slice and parts[3] == b"r" * 300
-    assert [type(p) for p in parts] == [bytes, FileRecords, bytes, bytes, bytes]
+             PartitionRead(None, "t", 2, None, records=remote, high_watermark=3)]
+    response = fetch_response(16, 7, [("t", uuid.uuid4(), reads)], True)
+    for parts in (encode_response_parts(1, 16, 42, response), response._python_parts(16)):
+        assert [part for part in parts if part is file_slice or part is remote] == [file_slice, remote]
+        assert all(isinstance(part, (bytes, bytearray, memoryview)) for part in parts if part is not file_slice)
+    if native.ENCODER_ACTIVE:
+        assert m.FetchResponse._ENCODERS[16].encode_parts(response) is not None  # written natively
     file_slice.close()
 
 
-def test_an_unserved_version_is_refused():
-    with pytest.raises(ValueError):
-        encode_fetch_response(LOW - 1, 0, [], False)
-    encoded = encode_fetch_response(12, 0, [], False)
-    with pytest.raises(ValueError):
-        encoded.encode_parts(13)
+@pytest.mark.parametrize("version", [12, 15, 16])
+def test_a_partition_led_elsewhere_names_its_leader(version):
+    """NOT_LEADER_OR_FOLLOWER carries the current leader (tagged, v12+) and, from v16, the leader's
+    endpoint in the response's NodeEndpoints."""
+    read = PartitionRead(None, "t", 3, None, error=6, current_leader=(2, 7))
+    other = PartitionRead(None, "t", 4, None, records=b"x" * 10, high_watermark=1)
+    response = fetch_response(version, 0, [("t", uuid.uuid4(), [read, other])], False,
+                              [NodeAddress(2, "broker-2", 9093)])
+    frame = _joined(encode_response_parts(1, version, 5, response))
+    body = read_response(frame[4:], 1, version).body
+    refused, fine = body.responses[0].partitions
+    assert (refused.error_code, refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (6, 2, 7)
+    assert fine.current_leader.leader_id == -1 and bytes(fine.records) == b"x" * 10
+    expected = [(2, "broker-2", 9093, None)] if version >= 16 else []
+    assert [(n.node_id, n.host, n.port, n.rack) for n in body.node_endpoints] == expected
 
 
 # ---- offset lookup ---------------------------------------------------------------------------------------
@@ -255,13 +268,6 @@ def test_a_later_partition_whose_first_batch_does_not_fit_is_empty_and_keeps_its
         got = by_partition(response, {topic_id: "t"})
         assert len(got["t", 0].records) > 5_000 and len(got["t", 1].records) == 0
         assert got["t", 1].high_watermark == 1 and got["t", 1].error_code == 0
-
-
-def test_compact_lengths_at_the_varint_steps():
-    from kafkawire.broker.fetch.encoder import _compact_length
-    from kafkawire.codec.primitives import uvarint
-    for n in [0, 1, 126, 127, 128, 0x3FFE, 0x3FFF, 0x4000, 0x1FFFFE, 0x1FFFFF, 0x200000, 50 << 20, 0x7FFFFFFE]:
-        assert _compact_length(n) == uvarint(n + 1), n
 
 
 def test_slices_of_a_segment_share_one_descriptor_until_the_last_lets_go(tmp_path):
