@@ -124,6 +124,12 @@ def test_share_groups_are_listed_and_described(broker, client):
     (described,) = client.request(m.ShareGroupDescribeRequest(group_ids=["described"]), 1).groups
     assert (described.error_code, described.group_epoch, described.assignor_name) == (0, 1, "simple")
     assert [(mb.member_id, mb.subscribed_topic_names) for mb in described.members] == [("mx", (name,))]
+    # a second member moves the group epoch past mx's: Kafka's share groups have no reconciling state
+    client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="my", member_epoch=0,
+                                                subscribed_topic_names=[name]), 1)
+    (both,) = client.request(m.ShareGroupDescribeRequest(group_ids=["described"]), 1).groups
+    assert (both.group_state, both.group_epoch) == ("Stable", 2)
+    client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="my", member_epoch=-1), 1)
     fenced = client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="mx", member_epoch=7), 1)
     assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
     left = client.request(m.ShareGroupHeartbeatRequest(group_id="described", member_id="mx", member_epoch=-1), 1)

@@ -53,9 +53,8 @@ class ShareGroup:
 
     @property
     def state(self) -> str:
-        if not self.members:
-            return "Empty"
-        return "Stable" if all(m.member_epoch == self.assignment_epoch for m in self.members.values()) else "Reconciling"
+        # Kafka's ShareGroupState has no reconciling state: members' acquisitions are not revoked
+        return "Stable" if self.members else "Empty"
 
 
 @dataclass
