@@ -224,3 +224,15 @@ def test_malformed_acknowledgements_are_invalid_requests():
     assert partition.acknowledge("a", [(0, 1, [1]), (1, 1, [1])], 0.0) == ErrorCode.INVALID_REQUEST
     assert partition.acknowledge("a", [(0, 3, [1, 0, 3, 2])], 0.0) == ErrorCode.NONE
     assert partition.start_offset == 3 and partition.state(3) == (RecordState.AVAILABLE, 1, None)
+
+
+def test_an_update_holds_only_what_the_acknowledgement_changed():
+    partition = SharePartition(0, lock_duration_s=LOCK_S, delivery_count_limit=LIMIT, max_in_flight=2000)
+    partition.acquire("a", [(0, 999)], 1000, 1000, 0.0)
+    assert partition.take_changes() == (0, 0, 999, [[0, 999, RecordState.AVAILABLE, 1]])
+    one_by_one = [(offset, offset, [int(AcknowledgeType.ACCEPT)]) for offset in range(500, 510)]
+    assert partition.acknowledge("a", one_by_one, 0.0) == ErrorCode.NONE
+    assert partition.take_changes() == (0, 500, 509, [[500, 509, RecordState.ACKNOWLEDGED, 1]])
+    assert partition.take_changes() is None
+    assert partition.snapshot() == (0, [[0, 499, RecordState.AVAILABLE, 1], [500, 509, RecordState.ACKNOWLEDGED, 1],
+                                        [510, 999, RecordState.AVAILABLE, 1]])

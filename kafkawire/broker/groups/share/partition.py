@@ -259,7 +259,10 @@ class SharePartition:
                     return ErrorCode.INVALID_REQUEST
                 if held_to < span_last:
                     return ErrorCode.INVALID_RECORD_STATE
-                plan.append((span_first, span_last, kind))
+                if plan and plan[-1][1] == span_first - 1 and plan[-1][2] == kind:
+                    plan[-1] = (plan[-1][0], span_last, kind)  # one range for records acknowledged one by one
+                else:
+                    plan.append((span_first, span_last, kind))
         ordered = sorted(plan)
         if any(b[0] <= a[1] for a, b in zip(ordered, ordered[1:])):
             return ErrorCode.INVALID_REQUEST  # an offset acknowledged twice in one request
