@@ -1,15 +1,22 @@
 """The share-partition state (``broker.groups.share.partition``) as a hypothesis state machine against
 a model that keeps every offset of the log: acquisition in offset order within the in-flight window
 and MaxRecords, acknowledgements by their holder only, lock expiry on a fake clock, the delivery-count
-limit, the start offset moving past finished records, and a restart from the journal's snapshot."""
+limit, the start offset moving past finished records, and a restart from the journal: every change is
+written as an update of what it touched (``ShareStateStore.update``), and what the file replays to must
+be the partition's snapshot."""
 from __future__ import annotations
 
+import shutil
+import tempfile
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from kafkawire.broker.groups.share import ShareStateStore
 from kafkawire.broker.groups.share.partition import (
     ACQUIRE_RECORD_LIMIT, AcknowledgeType, RecordState, SharePartition,
 )
@@ -19,6 +26,7 @@ LOCK_S = 10.0
 LIMIT = 3
 WINDOW = 6
 MEMBERS = ("a", "b")
+KEY = ("group", uuid.UUID(int=1), 0)
 
 
 @dataclass
@@ -37,6 +45,20 @@ class ShareModel(RuleBasedStateMachine):
         self.records: dict[int, _Record] = {}  # every offset ever acquired, below the end
         self.start = self.end = 0
         self.partition = self._new(0)
+        self.directory = Path(tempfile.mkdtemp(prefix="share-model-"))
+        self.store = ShareStateStore(self.directory)
+        self.store.load()
+        self.store.save(KEY, self.partition.snapshot())
+
+    def teardown(self):
+        self.store.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _write(self) -> None:
+        """What the broker does after each change: append an update of what it touched."""
+        changes = self.partition.take_changes()
+        if changes is not None:
+            self.store.update(KEY, *changes)
 
     @staticmethod
     def _new(start: int) -> SharePartition:
@@ -80,6 +102,7 @@ class ShareModel(RuleBasedStateMachine):
         fetch_offset = self.partition.fetch_offset()
         batches = [(o, o) for o in range(fetch_offset, self.log_end)]  # one record a batch
         ranges = self.partition.acquire(member, batches, max_records, 2, self.now, ACQUIRE_RECORD_LIMIT)
+        self._write()
         got = [o for r in ranges for o in range(r.first_offset, r.last_offset + 1)]
         assert got == expected
         assert all(r.last_offset - r.first_offset < 2 for r in ranges)  # BatchSize
@@ -92,6 +115,7 @@ class ShareModel(RuleBasedStateMachine):
         held = all(o in self.records and o >= self.start and self.records[o].state is RecordState.ACQUIRED
                    and self.records[o].owner == member for o in offsets)
         error = self.partition.acknowledge(member, [(first, first + length - 1, [int(kind)])], self.now)
+        self._write()
         assert error == (ErrorCode.NONE if held else ErrorCode.INVALID_RECORD_STATE)
         if not held:
             return  # all or nothing
@@ -114,6 +138,7 @@ class ShareModel(RuleBasedStateMachine):
                 self._release(record)
         self._advance()
         self.partition.expire(self.now)
+        self._write()
 
     @rule(member=st.sampled_from(MEMBERS))
     def member_leaves(self, member):
@@ -123,13 +148,16 @@ class ShareModel(RuleBasedStateMachine):
                 self._release(record)
         self._advance()
         self.partition.release_member(member)
+        self._write()
 
     @rule()
     def restart(self):
         """What the journal keeps comes back: acquired records as their lock expiring leaves them."""
-        start, runs = self.partition.snapshot()
+        start, runs = self.store.load()[KEY]
+        assert _offsets(start, runs) == _offsets(*self.partition.snapshot())
         self.partition = self._new(0)
         self.partition.restore(start, runs)
+        self._write()
         for offset in range(self.start, self.end):
             record = self.records[offset]
             if record.state is RecordState.ACQUIRED:
@@ -151,6 +179,11 @@ class ShareModel(RuleBasedStateMachine):
     @invariant()
     def delivery_limit(self):
         assert all(self.records[o].count <= LIMIT for o in range(self.start, self.end))
+
+
+def _offsets(start: int, runs: list[list[int]]) -> tuple[int, list[tuple[int, int, int]]]:
+    """A stored state record by record (runs may be split differently and say the same)."""
+    return start, [(offset, state, count) for first, last, state, count in runs for offset in range(first, last + 1)]
 
 
 ShareModel.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
@@ -191,3 +224,15 @@ def test_malformed_acknowledgements_are_invalid_requests():
     assert partition.acknowledge("a", [(0, 1, [1]), (1, 1, [1])], 0.0) == ErrorCode.INVALID_REQUEST
     assert partition.acknowledge("a", [(0, 3, [1, 0, 3, 2])], 0.0) == ErrorCode.NONE
     assert partition.start_offset == 3 and partition.state(3) == (RecordState.AVAILABLE, 1, None)
+
+
+def test_an_update_holds_only_what_the_acknowledgement_changed():
+    partition = SharePartition(0, lock_duration_s=LOCK_S, delivery_count_limit=LIMIT, max_in_flight=2000)
+    partition.acquire("a", [(0, 999)], 1000, 1000, 0.0)
+    assert partition.take_changes() == (0, 0, 999, [[0, 999, RecordState.AVAILABLE, 1]])
+    one_by_one = [(offset, offset, [int(AcknowledgeType.ACCEPT)]) for offset in range(500, 510)]
+    assert partition.acknowledge("a", one_by_one, 0.0) == ErrorCode.NONE
+    assert partition.take_changes() == (0, 500, 509, [[500, 509, RecordState.ACKNOWLEDGED, 1]])
+    assert partition.take_changes() is None
+    assert partition.snapshot() == (0, [[0, 499, RecordState.AVAILABLE, 1], [500, 509, RecordState.ACKNOWLEDGED, 1],
+                                        [510, 999, RecordState.AVAILABLE, 1]])

@@ -13,18 +13,24 @@ Acquiring counts a delivery and starts the acquisition lock (``group.share.recor
 a record released or whose lock expires after ``group.share.delivery.count.limit`` deliveries is
 archived instead of offered again. The SPSO moves past leading acknowledged and archived records, and
 new records are acquired only while the in-flight window (SPEO - SPSO) is below
-``group.share.partition.max.record.locks``. The window being bounded, each in-flight offset has its
-own entry.
+``group.share.partition.max.record.locks``.
+
+As Kafka's ``InFlightBatch``/``InFlightState``, the window is kept as runs of consecutive offsets in one
+state (same delivery count, holder and lock deadline), split only where records diverge and merged again
+when they agree: acquiring or acknowledging a range touches the runs it covers, not each record. Runs
+are immutable, so ``checkpoint`` is a copy of the list of runs, not of every record.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from ....error_codes import ErrorCode
 
-__all__ = ["RecordState", "AcknowledgeType", "AcquiredRange", "SharePartition", "ACQUIRE_BATCH_OPTIMIZED",
+__all__ = ["RecordState", "AcknowledgeType", "AcquiredRange", "SharePartition", "Checkpoint", "ACQUIRE_BATCH_OPTIMIZED",
            "ACQUIRE_RECORD_LIMIT"]
 
 # ShareFetch's ShareAcquireMode (v2+, KIP-1206): whole log batches past MaxRecords, or MaxRecords exactly
@@ -56,12 +62,17 @@ class AcquiredRange:
     delivery_count: int
 
 
-@dataclass(slots=True)
-class _InFlight:
+class _Run(NamedTuple):
+    """Offsets ``first``..``last`` in one state (Kafka's InFlightBatch, or one of its split offsets)."""
+    first: int
+    last: int
     state: RecordState
     delivery_count: int
     member: str | None = None  # the member holding the lock (ACQUIRED only)
     deadline: float = 0.0  # when the lock expires, in the caller's clock (ACQUIRED only)
+
+
+Checkpoint = tuple[int, int, list[_Run], tuple[int, int] | None]
 
 
 class SharePartition:
@@ -74,39 +85,88 @@ class SharePartition:
         self.lock_duration_s = lock_duration_s
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
-        self._records: dict[int, _InFlight] = {}  # offset -> state, for start_offset <= offset < end_offset
+        self._runs: list[_Run] = []  # contiguous from start_offset to end_offset, neighbours never alike
+        self._dirty: tuple[int, int] | None = None  # the offsets changed since ``take_changes``
 
     # ---- queries ------------------------------------------------------------------------------------
     def state(self, offset: int) -> tuple[RecordState, int, str | None] | None:
         """(state, delivery count, holder) of an in-flight offset; None outside the window."""
-        record = self._records.get(offset)
-        return None if record is None else (record.state, record.delivery_count, record.member)
+        if not self.start_offset <= offset < self.end_offset:
+            return None
+        run = self._runs[self._index(offset)]
+        return run.state, run.delivery_count, run.member
 
     def in_flight(self) -> Iterator[tuple[int, RecordState, int, str | None]]:
-        for offset in range(self.start_offset, self.end_offset):
-            record = self._records[offset]
-            yield offset, record.state, record.delivery_count, record.member
+        for run in self._runs:
+            for offset in range(run.first, run.last + 1):
+                yield offset, run.state, run.delivery_count, run.member
 
     def delivery_complete_count(self) -> int:
         """In-flight records acknowledged or archived (Kafka's deliveryCompleteCount, for the lag)."""
-        return sum(1 for r in self._records.values() if r.state in _DONE)
+        return sum(r.last - r.first + 1 for r in self._runs if r.state in _DONE)
 
     def fetch_offset(self) -> int:
         """Where the next acquisition starts: the first available in-flight record, else the SPEO."""
-        for offset in range(self.start_offset, self.end_offset):
-            if self._records[offset].state is RecordState.AVAILABLE:
-                return offset
+        for run in self._runs:
+            if run.state is RecordState.AVAILABLE:
+                return run.first
         return self.end_offset
 
     def can_acquire_new(self) -> bool:
         return self.end_offset - self.start_offset < self.max_in_flight
 
     def next_deadline(self) -> float | None:
-        deadlines = [r.deadline for r in self._records.values() if r.state is RecordState.ACQUIRED]
+        deadlines = [r.deadline for r in self._runs if r.state is RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
-    def acquired_by(self, member: str) -> list[int]:
-        return [o for o, r in self._records.items() if r.state is RecordState.ACQUIRED and r.member == member]
+    # ---- runs ---------------------------------------------------------------------------------------
+    def _index(self, offset: int) -> int:
+        """The index of the run holding an in-flight ``offset``."""
+        return bisect_right(self._runs, offset, key=_first) - 1
+
+    def _split(self, offset: int) -> int:
+        """Make a run start at ``offset`` (start_offset <= offset <= end_offset); its index."""
+        if offset >= self.end_offset:
+            return len(self._runs)
+        index = self._index(offset)
+        run = self._runs[index]
+        if run.first == offset:
+            return index
+        self._runs[index:index + 1] = [run._replace(last=offset - 1), run._replace(first=offset)]
+        return index + 1
+
+    def _set(self, first: int, last: int, change: Callable[[_Run], _Run]) -> None:
+        """Replace the runs covering ``first``..``last`` (in flight) by ``change`` of each, merging alike
+        neighbours; marks the offsets changed."""
+        lo = self._split(first)
+        hi = self._split(last + 1)
+        self._runs[lo:hi] = [change(run) for run in self._runs[lo:hi]]
+        self._merge(max(lo - 1, 0), min(hi + 1, len(self._runs)))
+        self._touch(first, last)
+
+    def _merge(self, lo: int, hi: int) -> None:
+        runs = self._runs
+        index = lo
+        while index + 1 < hi and index + 1 < len(runs):
+            a, b = runs[index], runs[index + 1]
+            if a[2:] == b[2:]:
+                runs[index:index + 2] = [a._replace(last=b.last)]
+                hi -= 1
+            else:
+                index += 1
+
+    def _append(self, count: int, state: RecordState, delivery_count: int, member: str | None = None,
+                deadline: float = 0.0) -> None:
+        """``count`` new records past the SPEO."""
+        first = self.end_offset
+        self.end_offset += count
+        self._runs.append(_Run(first, self.end_offset - 1, state, delivery_count, member, deadline))
+        self._merge(len(self._runs) - 2, len(self._runs))
+        self._touch(first, self.end_offset - 1)
+
+    def _touch(self, first: int, last: int) -> None:
+        dirty = self._dirty
+        self._dirty = (first, last) if dirty is None else (min(dirty[0], first), max(dirty[1], last))
 
     # ---- acquisition --------------------------------------------------------------------------------
     def acquire(self, member: str, batches: Iterable[tuple[int, int]], max_records: int, batch_size: int,
@@ -117,50 +177,67 @@ class SharePartition:
         ``max_records``; in batch-optimized mode the log batch under way is taken whole (as far as the
         window goes). The ranges come back split at most ``batch_size`` records each. Available records
         of the ``aborted`` batches (read_committed: aborted transactions) are archived instead."""
-        acquired: list[int] = []
-        counts: dict[int, int] = {}
+        acquired: list[tuple[int, int, int]] = []  # (first, last, delivery count)
+        taken = 0
         deadline = now + self.lock_duration_s
+
+        def take(run: _Run) -> _Run:
+            acquired.append((run.first, run.last, run.delivery_count + 1))
+            return _Run(run.first, run.last, RecordState.ACQUIRED, run.delivery_count + 1, member, deadline)
+
         skipped = {(base, last) for base, last in aborted}
         archived = False
         for base, last in batches:
             if (base, last) in skipped:
                 archived = self._archive_batch(base, last) or archived
                 continue
-            if len(acquired) >= max_records:
+            if taken >= max_records:
                 break
-            for offset in range(max(base, self.start_offset), last + 1):
-                if len(acquired) >= max_records and (mode == ACQUIRE_RECORD_LIMIT or offset < self.end_offset
-                                                     or offset == base):
+            offset = max(base, self.start_offset)
+            # in-flight records first: available ones, up to max_records in every mode
+            while offset <= last and offset < self.end_offset:
+                if taken >= max_records:
                     break
-                record = self._records.get(offset)
-                if record is None:
-                    if offset != self.end_offset or not self.can_acquire_new():
-                        break  # past a gap in what was read, or the window is full
-                    record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
-                    self.end_offset += 1
-                if record.state is not RecordState.AVAILABLE:
+                run = self._runs[self._index(offset)]
+                upto = min(last, run.last)
+                if run.state is RecordState.AVAILABLE:
+                    upto = min(upto, offset + max_records - taken - 1)
+                    self._set(offset, upto, take)
+                    taken += upto - offset + 1
+                offset = upto + 1
+            else:
+                # then new records past the SPEO, contiguous with it, while the window allows
+                if offset > last or offset != self.end_offset:
                     continue
-                record.state, record.member, record.deadline = RecordState.ACQUIRED, member, deadline
-                record.delivery_count += 1
-                acquired.append(offset)
-                counts[offset] = record.delivery_count
+                if taken >= max_records and (mode == ACQUIRE_RECORD_LIMIT or offset == base):
+                    continue
+                count = min(last - offset + 1, self.max_in_flight - (self.end_offset - self.start_offset))
+                if mode == ACQUIRE_RECORD_LIMIT:
+                    count = min(count, max_records - taken)
+                if count > 0:
+                    acquired.append((offset, offset + count - 1, 1))
+                    self._append(count, RecordState.ACQUIRED, 1, member, deadline)
+                    taken += count
         if archived:
             self._advance()
-        return _ranges(acquired, counts, max(batch_size, 1))
+        return _ranges(acquired, max(batch_size, 1))
 
     def _archive_batch(self, base: int, last: int) -> bool:
         """Archive the available records of a batch never to be delivered (new ones enter the window
         archived, while it allows); whether any was."""
         archived = False
-        for offset in range(max(base, self.start_offset), last + 1):
-            record = self._records.get(offset)
-            if record is None:
-                if offset != self.end_offset or not self.can_acquire_new():
-                    break
-                record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
-                self.end_offset += 1
-            if record.state is RecordState.AVAILABLE:
-                self._settle(record, RecordState.ARCHIVED)
+        offset = max(base, self.start_offset)
+        while offset <= last and offset < self.end_offset:
+            run = self._runs[self._index(offset)]
+            upto = min(last, run.last)
+            if run.state is RecordState.AVAILABLE:
+                self._set(offset, upto, _archive)
+                archived = True
+            offset = upto + 1
+        if offset <= last and offset == self.end_offset:
+            count = min(last - offset + 1, self.max_in_flight - (self.end_offset - self.start_offset))
+            if count > 0:
+                self._append(count, RecordState.ARCHIVED, 0)
                 archived = True
         return archived
 
@@ -170,45 +247,63 @@ class SharePartition:
         """Apply ``(first offset, last offset, acknowledge types)`` batches for ``member``: all or nothing.
         Returns the error code: INVALID_REQUEST for a malformed batch, INVALID_RECORD_STATE when an offset
         is not acquired by the member."""
-        plan: list[tuple[int, int]] = []
+        plan: list[tuple[int, int, int]] = []  # (first, last, type) in request order
         for first, last, types in batches:
             if first > last or not types or (len(types) != 1 and len(types) != last - first + 1):
                 return ErrorCode.INVALID_REQUEST
-            for offset in range(first, last + 1):
-                kind = types[0] if len(types) == 1 else types[offset - first]
+            kinds = [(first, last, types[0])] if len(types) == 1 else _same_type_spans(first, types)
+            for span_first, span_last, kind in kinds:
+                # the first offset failing decides: a bad type before a record not held by the member
+                held_to = self._held_to(member, span_first, span_last)
                 if kind not in _VALID_TYPES or (kind == AcknowledgeType.RENEW and not renew_allowed):
                     return ErrorCode.INVALID_REQUEST
-                record = self._records.get(offset)
-                if record is None or record.state is not RecordState.ACQUIRED or record.member != member:
+                if held_to < span_last:
                     return ErrorCode.INVALID_RECORD_STATE
-                plan.append((offset, kind))
-        if len({offset for offset, _ in plan}) != len(plan):
+                if plan and plan[-1][1] == span_first - 1 and plan[-1][2] == kind:
+                    plan[-1] = (plan[-1][0], span_last, kind)  # one range for records acknowledged one by one
+                else:
+                    plan.append((span_first, span_last, kind))
+        ordered = sorted(plan)
+        if any(b[0] <= a[1] for a, b in zip(ordered, ordered[1:])):
             return ErrorCode.INVALID_REQUEST  # an offset acknowledged twice in one request
-        for offset, kind in plan:
-            record = self._records[offset]
+        renewed = now + self.lock_duration_s
+        for first, last, kind in plan:
             if kind == AcknowledgeType.RENEW:
-                record.deadline = now + self.lock_duration_s
+                self._set(first, last, lambda run: run._replace(deadline=renewed))
             elif kind == AcknowledgeType.ACCEPT:
-                self._settle(record, RecordState.ACKNOWLEDGED)
+                self._set(first, last, _accept)
             elif kind == AcknowledgeType.RELEASE:
-                self._release(record)
+                self._set(first, last, self._released)
             else:  # REJECT, GAP
-                self._settle(record, RecordState.ARCHIVED)
+                self._set(first, last, _archive)
         self._advance()
         return ErrorCode.NONE
 
+    def _held_to(self, member: str, first: int, last: int) -> int:
+        """The last offset of ``first``..``last`` such that all from ``first`` are acquired by ``member``
+        (``first - 1`` when ``first`` is not)."""
+        if first < self.start_offset:
+            return first - 1
+        offset = first
+        while offset <= last and offset < self.end_offset:
+            run = self._runs[self._index(offset)]
+            if run.state is not RecordState.ACQUIRED or run.member != member:
+                break
+            offset = run.last + 1
+        return min(offset - 1, last)
+
     def expire(self, now: float) -> bool:
         """Release the records whose lock has expired; whether any was."""
-        return self._release_where(lambda record: record.deadline <= now)
+        return self._release_where(lambda run: run.deadline <= now)
 
     def release_member(self, member: str) -> bool:
         """Release everything ``member`` holds (its share session ended, or it left the group)."""
-        return self._release_where(lambda record: record.member == member)
+        return self._release_where(lambda run: run.member == member)
 
-    def _release_where(self, held: Callable[[_InFlight], bool]) -> bool:
-        released = [r for r in self._records.values() if r.state is RecordState.ACQUIRED and held(r)]
-        for record in released:
-            self._release(record)
+    def _release_where(self, held: Callable[[_Run], bool]) -> bool:
+        released = [(r.first, r.last) for r in self._runs if r.state is RecordState.ACQUIRED and held(r)]
+        for first, last in released:
+            self._set(first, last, self._released)
         if released:
             self._advance()
         return bool(released)
@@ -217,75 +312,115 @@ class SharePartition:
         """The log no longer has the records below ``offset`` (retention, DeleteRecords): drop them."""
         if offset <= self.start_offset:
             return
-        for gone in range(self.start_offset, min(offset, self.end_offset)):
-            del self._records[gone]
+        index = self._split(min(offset, self.end_offset))
+        del self._runs[:index]
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
+        self._touch(offset, offset)
         self._advance()
 
-    def _release(self, record: _InFlight) -> None:
-        exhausted = record.delivery_count >= self.delivery_count_limit
-        self._settle(record, RecordState.ARCHIVED if exhausted else RecordState.AVAILABLE)
-
-    @staticmethod
-    def _settle(record: _InFlight, state: RecordState) -> None:
-        record.state, record.member, record.deadline = state, None, 0.0
+    def _released(self, run: _Run) -> _Run:
+        exhausted = run.delivery_count >= self.delivery_count_limit
+        return _Run(run.first, run.last, RecordState.ARCHIVED if exhausted else RecordState.AVAILABLE,
+                    run.delivery_count)
 
     def _advance(self) -> None:
-        while self.start_offset < self.end_offset and self._records[self.start_offset].state in _DONE:
-            del self._records[self.start_offset]
-            self.start_offset += 1
+        done = 0
+        for run in self._runs:
+            if run.state not in _DONE:
+                break
+            done += 1
+        if done:
+            self.start_offset = self._runs[done - 1].last + 1
+            del self._runs[:done]
+            self._touch(self.start_offset, self.start_offset)
 
-    def checkpoint(self) -> tuple[int, int, dict[int, _InFlight]]:
-        """Everything, to ``rollback`` to if a change cannot be written."""
-        return self.start_offset, self.end_offset, {o: replace(r) for o, r in self._records.items()}
+    def checkpoint(self) -> Checkpoint:
+        """Everything, to ``rollback`` to if a change cannot be written (runs are immutable: a list copy)."""
+        return self.start_offset, self.end_offset, list(self._runs), self._dirty
 
-    def rollback(self, checkpoint: tuple[int, int, dict[int, _InFlight]]) -> None:
-        self.start_offset, self.end_offset, records = checkpoint
-        self._records = {o: replace(r) for o, r in records.items()}
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        self.start_offset, self.end_offset, runs, self._dirty = checkpoint
+        self._runs = list(runs)
 
     # ---- durability ---------------------------------------------------------------------------------
     def snapshot(self) -> tuple[int, list[list[int]]]:
         """(SPSO, runs of ``[first, last, state, delivery count]``) as written to the journal. Acquired
         records are written as their lock expiring would leave them (after a restart nobody holds them):
         available with their deliveries counted, archived at the delivery limit."""
-        runs: list[list[int]] = []
-        for offset, state, count, _ in self.in_flight():
-            stored = state
+        return self.start_offset, self._stored(self._runs)
+
+    def take_changes(self) -> tuple[int, int, int, list[list[int]]] | None:
+        """What changed since the last call, as Kafka's ShareUpdate record holds it: (SPSO, first and last
+        offset changed, the stored runs covering them within the window); None if nothing did."""
+        dirty, self._dirty = self._dirty, None
+        if dirty is None:
+            return None
+        first, last = max(dirty[0], self.start_offset), min(dirty[1], self.end_offset - 1)
+        runs = self._runs[self._index(first):self._index(last) + 1] if first <= last else []
+        stored = self._stored(runs)
+        if stored:
+            stored[0][0], stored[-1][1] = max(stored[0][0], first), min(stored[-1][1], last)
+        return self.start_offset, dirty[0], dirty[1], stored
+
+    def _stored(self, runs: list[_Run]) -> list[list[int]]:
+        stored: list[list[int]] = []
+        for run in runs:
+            state = run.state
             if state is RecordState.ACQUIRED:
-                stored = RecordState.ARCHIVED if count >= self.delivery_count_limit else RecordState.AVAILABLE
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == stored and runs[-1][3] == count:
-                runs[-1][1] = offset
+                state = RecordState.ARCHIVED if run.delivery_count >= self.delivery_count_limit else RecordState.AVAILABLE
+            if stored and stored[-1][2] == state and stored[-1][3] == run.delivery_count:
+                stored[-1][1] = run.last
             else:
-                runs.append([offset, offset, int(stored), count])
-        return self.start_offset, runs
+                stored.append([run.first, run.last, int(state), run.delivery_count])
+        return stored
 
     def restore(self, start_offset: int, runs: list[list[int]]) -> None:
         """The state a snapshot describes (runs contiguous from the SPSO)."""
         self.start_offset = self.end_offset = start_offset
-        self._records.clear()
+        self._runs = []
         for first, last, state, count in runs:
             if first != self.end_offset or last < first:
                 raise ValueError(f"share-partition runs not contiguous at {first}")
-            for offset in range(first, last + 1):
-                self._records[offset] = _InFlight(RecordState(state), int(count))
-            self.end_offset = last + 1
-        self._advance()
+            self._append(last - first + 1, RecordState(state), int(count))
+        self._dirty = None
+        self._advance()  # written with the next change
 
 
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 _VALID_TYPES = frozenset(int(t) for t in AcknowledgeType)
 
 
-def _ranges(offsets: list[int], counts: dict[int, int], batch_size: int) -> list[AcquiredRange]:
-    """Consecutive offsets of one delivery count as ranges of at most ``batch_size``."""
-    ranges: list[AcquiredRange] = []
-    for offset in offsets:
-        if ranges:
-            last = ranges[-1]
-            if (offset == last.last_offset + 1 and counts[offset] == last.delivery_count
-                    and offset - last.first_offset < batch_size):
-                ranges[-1] = AcquiredRange(last.first_offset, offset, last.delivery_count)
-                continue
-        ranges.append(AcquiredRange(offset, offset, counts[offset]))
-    return ranges
+def _first(run: _Run) -> int:
+    return run.first
+
+
+def _accept(run: _Run) -> _Run:
+    return _Run(run.first, run.last, RecordState.ACKNOWLEDGED, run.delivery_count)
+
+
+def _archive(run: _Run) -> _Run:
+    return _Run(run.first, run.last, RecordState.ARCHIVED, run.delivery_count)
+
+
+def _same_type_spans(first: int, types: list[int]) -> list[tuple[int, int, int]]:
+    """Per-record acknowledge types from ``first`` as spans of consecutive offsets of one type."""
+    spans: list[tuple[int, int, int]] = []
+    for index, kind in enumerate(types):
+        if spans and spans[-1][2] == kind:
+            spans[-1] = (spans[-1][0], first + index, kind)
+        else:
+            spans.append((first + index, first + index, kind))
+    return spans
+
+
+def _ranges(acquired: list[tuple[int, int, int]], batch_size: int) -> list[AcquiredRange]:
+    """Consecutive acquired offsets of one delivery count as ranges of at most ``batch_size``."""
+    merged: list[list[int]] = []
+    for first, last, count in acquired:
+        if merged and merged[-1][1] == first - 1 and merged[-1][2] == count:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last, count])
+    return [AcquiredRange(start, min(start + batch_size - 1, last), count)
+            for first, last, count in merged for start in range(first, last + 1, batch_size)]

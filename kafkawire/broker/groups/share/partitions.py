@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ....error_codes import ErrorCode
 from ..group_configs import parse_reset
-from .partition import AcquiredRange, RecordState, SharePartition
+from .partition import AcquiredRange, Checkpoint, RecordState, SharePartition
 from .store import ShareKey, ShareStateStore
 
 __all__ = ["SharePartitions", "ShareSettings"]
@@ -146,10 +146,8 @@ class SharePartitions:
                 max_records: int, batch_size: int, mode: int,
                 aborted: Iterable[tuple[int, int]] = ()) -> tuple[int, list[AcquiredRange]]:
         before = partition.checkpoint()
-        start, end = partition.start_offset, partition.end_offset
         acquired = partition.acquire(member, batches, max_records, batch_size, self.clock(), mode, aborted)
-        changed = acquired or (start, end) != (partition.start_offset, partition.end_offset)
-        if changed and not self._write(key, partition, before):
+        if not self._write(key, partition, before):
             return ErrorCode.UNKNOWN_SERVER_ERROR, []
         return ErrorCode.NONE, acquired
 
@@ -175,11 +173,11 @@ class SharePartitions:
         """Release what ``member`` holds in the group's partitions; the keys of those that changed."""
         changed = []
         for key, partition in self.partitions.items():
-            if key[0] == group_id and partition.acquired_by(member):
-                before = self._configured(group_id, partition).checkpoint()
-                partition.release_member(member)
-                if self._write(key, partition, before):
-                    changed.append(key)
+            if key[0] != group_id:
+                continue
+            before = self._configured(group_id, partition).checkpoint()
+            if partition.release_member(member) and self._write(key, partition, before):
+                changed.append(key)
         return changed
 
     def expire(self) -> list[ShareKey]:
@@ -200,12 +198,14 @@ class SharePartitions:
         return SharePartition(start_offset, lock_duration_s=s.record_lock_duration_ms / 1000,
                               delivery_count_limit=s.delivery_count_limit, max_in_flight=s.partition_max_record_locks)
 
-    def _write(self, key: ShareKey, partition: SharePartition, before) -> bool:
-        """Write the partition's state; if that fails, go back to ``before`` (the change is refused)."""
-        if self.store is None:
+    def _write(self, key: ShareKey, partition: SharePartition, before: Checkpoint) -> bool:
+        """Write what changed in the partition (an update, not its whole window); if that fails, go back
+        to ``before`` (the change is refused)."""
+        changes = partition.take_changes()
+        if self.store is None or changes is None:
             return True
         try:
-            self.store.save(key, partition.snapshot())
+            self.store.update(key, *changes)
             return True
         except OSError as exc:
             log.error("share partition %s: could not write its state, undoing the change: %s", key, exc)

@@ -3,12 +3,15 @@ coordinator as ShareSnapshot/ShareUpdate records) kept as a ``Journal`` of JSON 
 consumer groups', one line a change of one share partition::
 
     {"g": "<group>", "t": "<topic id>", "p": <partition>, "s": <SPSO>, "r": [[first, last, state, deliveries], ...]}
+    {"g": "<group>", "t": "<topic id>", "p": <partition>, "s": <SPSO>, "u": [first, last], "r": [...]}
     {"g": "<group>", "t": "<topic id>", "p": <partition>, "delete": true}
 
-A line holds the partition's whole in-flight window (bounded by ``group.share.partition.max.record.locks``),
-acquired records written as available with their delivery counts: after a restart they are offered
-again. Lines are written before the request that made the change is answered; compaction keeps the
-last line of each partition.
+The first is a snapshot (Kafka's ShareSnapshot): the partition's whole in-flight window. The second an
+update (ShareUpdate): the new SPSO and the runs of the offsets ``first``..``last`` that changed (those
+within the window), the rest as before; an acquisition or acknowledgement writes only what it touched.
+Acquired records are written as available with their delivery counts: after a restart they are offered
+again. Lines are written before the request that made the change is answered; compaction rewrites the
+file as one snapshot per partition.
 """
 from __future__ import annotations
 
@@ -59,6 +62,15 @@ class ShareStateStore:
         self._written[key] = (state[0], [list(run) for run in state[1]])
         self._journal.maybe_compact()
 
+    def update(self, key: ShareKey, start: int, first: int, last: int, runs: list[list[int]]) -> None:
+        """Write a change of the offsets ``first``..``last`` (``runs``: those still in the window) and the
+        new SPSO (raises OSError)."""
+        group_id, topic_id, partition = key
+        line = {"g": group_id, "t": str(topic_id), "p": partition, "s": start, "u": [first, last], "r": runs}
+        self._journal.append(line)
+        self._apply(line)
+        self._journal.maybe_compact()
+
     def delete(self, key: ShareKey) -> None:
         """Forget one share partition's state (DeleteShareGroupOffsets); raises OSError."""
         if key not in self._written:
@@ -77,9 +89,24 @@ class ShareStateStore:
             self._written.pop(key, None)
             return
         runs = [[int(first), int(last), int(state), int(count)] for first, last, state, count in record["r"]]
-        self._written[key] = (int(record["s"]), runs)
+        start = int(record["s"])
+        if "u" in record:
+            changed_first, changed_last = (int(offset) for offset in record["u"])
+            runs = _updated(self._written.get(key, (start, []))[1], start, changed_first, changed_last, runs)
+        self._written[key] = (start, runs)
 
     def _snapshot_lines(self):
         for (group_id, topic_id, partition), (start, runs) in sorted(self._written.items(), key=lambda i: (
                 i[0][0], str(i[0][1]), i[0][2])):
             yield {"g": group_id, "t": str(topic_id), "p": partition, "s": start, "r": runs}
+
+
+def _updated(runs: list[list[int]], start: int, first: int, last: int, changed: list[list[int]]) -> list[list[int]]:
+    """``runs`` with the offsets below ``start`` dropped and ``first``..``last`` replaced by ``changed``."""
+    kept: list[list[int]] = []
+    for run_first, run_last, state, count in runs:
+        for low, high in ((max(run_first, start), min(run_last, first - 1)),
+                          (max(run_first, start, last + 1), run_last)):
+            if low <= high:
+                kept.append([low, high, state, count])
+    return sorted(kept + [list(run) for run in changed])
