@@ -7,7 +7,7 @@ import shutil
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..security.acls import Operation, ResourceType
+from ..security.acls import TOPIC_OPERATIONS, Operation, ResourceType
 from ..storage import OffsetOutOfRange
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
@@ -15,8 +15,6 @@ from .state import BrokerState, RequestContext
 __all__ = ["PartitionAdminApis"]
 
 _NO_OPERATIONS = -(1 << 31)
-_TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
-                     Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 _PARTITION_LIMIT = 2000  # max.request.partition.size.limit: DescribeTopicPartitions' cap per response
 _PREFERRED, _UNCLEAN = 0, 1
 
@@ -161,7 +159,7 @@ class PartitionAdminApis:
 
     def _operations(self, context: RequestContext, name: str) -> int:
         bits = 0
-        for operation in _TOPIC_OPERATIONS:
+        for operation in TOPIC_OPERATIONS:
             if self._allowed(context, operation, name):
                 bits |= 1 << operation
         return bits
