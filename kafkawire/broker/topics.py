@@ -228,8 +228,9 @@ class TopicManager:
         outcomes: list[TopicError | None] = []
         for topic in topics:
             try:
+                log_config = self.log_config(topic.configs)  # once for the topic, not per partition
                 for index in range(topic.planned_partitions):
-                    topic.partitions.append(self._open_log(topic, index))
+                    topic.partitions.append(self._open_log(topic, index, log_config))
             except OSError as error:
                 for partition_log in topic.partitions:
                     partition_log.delete()
@@ -324,9 +325,10 @@ class TopicManager:
 
         def open_new() -> list[PartitionLog]:
             opened: list[PartitionLog] = []
+            log_config = self.log_config(topic.configs)
             try:
                 for index in range(current, count):
-                    opened.append(self._open_log(topic, index))
+                    opened.append(self._open_log(topic, index, log_config))
             except OSError:
                 for partition_log in opened:
                     partition_log.delete()
@@ -357,8 +359,8 @@ class TopicManager:
     def _log_dir(self, name: str, partition: int) -> Path:
         return self.config.data_dir / f"{name}-{partition}"
 
-    def _open_log(self, topic: Topic, partition: int) -> PartitionLog:
-        log_config = self.log_config(topic.configs)
+    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig | None = None) -> PartitionLog:
+        log_config = log_config if log_config is not None else self.log_config(topic.configs)
         remote = self.remote if log_config.remote_storage_enable else None
         return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote,
                             descriptors=self.descriptors)

@@ -8,13 +8,14 @@ import asyncio
 from kafkawire import messages as m
 from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.encoded_response import EncodedResponse
 from kafkawire.broker.fetch.encoder import EncodedFetchResponse
 from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups import GroupCoordinator
 from kafkawire.broker.dispatch.handlers import Handlers
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
-from kafkawire.framing import read_response
+from kafkawire.framing import encode_response_parts, read_response
 from kafkawire.records import RecordBatchBuilder, iter_records
 
 
@@ -98,6 +99,9 @@ async def _call(handlers, request, version):
     if type(response) is EncodedFetchResponse:
         frame = b"".join(bytes(part) if not hasattr(part, "read") else part.read()
                          for part in response.frame(7))[4:]
+        return read_response(frame, request.API_KEY, version).body
+    if type(response) is EncodedResponse:  # assembled from bytes: read as a client would
+        frame = b"".join(encode_response_parts(request.API_KEY, version, 7, response))[4:]
         return read_response(frame, request.API_KEY, version).body
     return response
 

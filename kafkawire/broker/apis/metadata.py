@@ -6,7 +6,8 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..metadata_cache import NO_OPERATIONS, EncodedMetadataResponse, encode_topic, with_operations
+from ..encoded_response import EncodedResponse
+from ..metadata_cache import NO_OPERATIONS, encode_topic, metadata_response, with_operations
 from ..topics import Topic, TopicError
 from ..security.acls import TOPIC_OPERATIONS, Operation, ResourceType
 from .state import BrokerState, RequestContext
@@ -21,7 +22,7 @@ class MetadataApi:
         self.topics = state.topics
 
     async def metadata(self, request: m.MetadataRequest, version: int,
-                       context: RequestContext) -> m.MetadataResponse | EncodedMetadataResponse:
+                       context: RequestContext) -> m.MetadataResponse | EncodedResponse:
         view = self.state.view
         # every live broker's address on the listener the request came in on
         brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port,
@@ -74,7 +75,7 @@ class MetadataApi:
                 if operations else piece
         head = m.MetadataResponse(brokers=brokers, cluster_id=self.config.cluster_id, controller_id=view.controller_id,
                                   topics=[])
-        return EncodedMetadataResponse(version, head, pieces)
+        return metadata_response(version, head, pieces)
 
     def _operations(self, context: RequestContext, name: str) -> int:
         """The bit field of the operations the principal may do on the topic (Kafka's authorizedOperations)."""
