@@ -75,8 +75,11 @@ class _Broker:
     def __init__(self, name: str, command: list[str], port: int):
         self.name, self.port = name, port
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        sock = _connect(port)
-        sock.close()
+        try:
+            _connect(port, limit_s=120).close()  # (a loaded machine starts a process slowly)
+        except OSError:
+            self.close()
+            raise
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.process.pid}/status") as status:
