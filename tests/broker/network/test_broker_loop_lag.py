@@ -121,8 +121,8 @@ def test_a_burst_of_large_requests_never_holds_the_loop(loaded_broker, request_o
 
 def test_a_client_that_does_not_read_holds_a_bounded_answer(loaded_broker):
     """As Kafka mutes a connection while its answer is queued: clients that pipeline all-topics Metadata
-    and read nothing leave the broker holding about a chunk beyond the transport's high-water mark each,
-    not whole copies of their answers (each several hundred KB here)."""
+    and read nothing get no further answers built, and each leaves the broker holding at most about a
+    chunk beyond the transport's high-water mark (a guard: one answer here is several hundred KB)."""
     body, version = _metadata()
     frame = Correlator(client_id="stalled").request(body, version)
     socks = []
