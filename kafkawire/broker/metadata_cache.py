@@ -55,7 +55,7 @@ def with_operations(piece: bytes, version: int, operations: int) -> bytes:
     return piece[:end - 4] + _INT32(operations) + piece[end:]
 
 
-def topic_entry(topic: Topic, partition: Callable[[str, int], PartitionInfo]) -> m.MetadataResponse.MetadataResponseTopic:
+def topic_entry(topic: Topic, partition: Callable[[str, int], PartitionInfo]) -> _Topic:
     """The Metadata entry of a hosted topic: each partition as the node view describes it,
     LEADER_NOT_AVAILABLE while no replica is live."""
     name = topic.name

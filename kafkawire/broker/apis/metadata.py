@@ -9,7 +9,7 @@ from ...error_codes import ErrorCode
 from ..encoded_response import EncodedResponse
 from ..metadata_cache import NO_OPERATIONS, encode_topic, metadata_response, with_operations
 from ..topics import Topic, TopicError
-from ..security.acls import TOPIC_OPERATIONS, Operation, ResourceType
+from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]
@@ -61,29 +61,22 @@ class MetadataApi:
                 failure = created.get(name) if name is not None else None
                 error = failure.code if isinstance(failure, TopicError) else ErrorCode.NONE
                 error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
+                known = self.state.topic_operations(context, name) if operations and name is not None else None
                 pieces.append(encode_topic(m.MetadataResponse.MetadataResponseTopic(
                     error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
-                    topic_authorized_operations=self._operations(context, name) if operations and name is not None
-                    else NO_OPERATIONS), version))
+                    topic_authorized_operations=NO_OPERATIONS if known is None else known), version))
                 continue
             hosted.append((len(pieces), topic))
             pieces.append(b"")
         cached = await self.topics.metadata_cache.pieces([topic for _, topic in hosted], version, view.partition,
                                                          self.topics.get)
         for (position, topic), piece in zip(hosted, cached):
-            pieces[position] = with_operations(piece, version, self._operations(context, topic.name)) \
-                if operations else piece
+            if operations:
+                piece = with_operations(piece, version, self.state.topic_operations(context, topic.name))
+            pieces[position] = piece
         head = m.MetadataResponse(brokers=brokers, cluster_id=self.config.cluster_id, controller_id=view.controller_id,
                                   topics=[])
         return metadata_response(version, head, pieces)
-
-    def _operations(self, context: RequestContext, name: str) -> int:
-        """The bit field of the operations the principal may do on the topic (Kafka's authorizedOperations)."""
-        bits = 0
-        for operation in TOPIC_OPERATIONS:
-            if self.state.allowed(context, operation, ResourceType.TOPIC, name):
-                bits |= 1 << operation
-        return bits
 
     def _may_create(self, context: RequestContext, name: str) -> bool:
         """CREATE on the cluster or on the topic, as Kafka's auto-creation asks."""

@@ -26,7 +26,7 @@ MAX_API_VERSIONS_S = 2.0  # another client's ApiVersions during a burst (once 4-
 
 
 def _metadata():
-    return m.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False), 12
+    return m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 12
 
 
 def _describe_configs():
@@ -38,7 +38,8 @@ def _describe_configs():
 def _list_offsets():
     topic, partition = m.ListOffsetsRequest.ListOffsetsTopic, m.ListOffsetsRequest.ListOffsetsPartition
     return m.ListOffsetsRequest(replica_id=-1, topics=[
-        topic(name=f"load-{i}", partitions=[partition(partition_index=p, timestamp=-1) for p in range(LOADED_PARTITIONS)])
+        topic(name=f"load-{i}", partitions=[partition(partition_index=p, timestamp=-1)
+                                            for p in range(LOADED_PARTITIONS)])
         for i in range(LOADED_TOPICS)]), 7
 
 
