@@ -7,12 +7,15 @@ from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ..encoded_response import EncodedResponse
+from ..loop_slices import Slices
 from ..metadata_cache import NO_OPERATIONS, encode_topic, metadata_response, with_operations
 from ..topics import Topic, TopicError
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]
+
+_LARGE_ANSWER_PARTITIONS = 1000  # answers of more partitions wait their turn (loop_slices) before they are made
 
 
 class MetadataApi:
@@ -68,6 +71,8 @@ class MetadataApi:
                 continue
             hosted.append((len(pieces), topic))
             pieces.append(b"")
+        if sum(len(topic.partitions) for _, topic in hosted) > _LARGE_ANSWER_PARTITIONS:
+            await Slices(first_in_line=True).pause()  # large answers are written one per turn of the loop
         cached = await self.topics.metadata_cache.pieces([topic for _, topic in hosted], version, view.partition,
                                                          self.topics.get)
         for (position, topic), piece in zip(hosted, cached):
