@@ -4,6 +4,7 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
     .venv/bin/python bench/broker.py                  # 1 GiB each way, 1 KiB and 64 KiB values
     .venv/bin/python bench/broker.py --quick          # 64 MiB smoke run
     .venv/bin/python bench/broker.py --bytes 256MiB --value-sizes 1024 --partitions 1
+    .venv/bin/python bench/broker.py --metadata       # Metadata at 10 to 10,000 partitions (issue 33)
 
 1. Loopback: a sender thread writes the bytes over a 127.0.0.1 TCP connection in 1 MiB chunks
    (``sendall``), a receiver thread reads them into a 1 MiB buffer (``recv_into``); the time is from the
@@ -74,6 +75,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import produce_wire
 import secure
 from common import BrokerProcess, git_state
+from metadata_scale import run_metadata_rows
 
 from kafkawire.framing import decode_response, encode_request
 from kafkawire.messages import FetchRequest, RequestHeader
@@ -582,10 +584,18 @@ def main(argv=None) -> int:
     parser.add_argument("--no-produce-wire", action="store_true", help="skip the produce-near-the-wire rows")
     parser.add_argument("--baseline", type=Path,
                         help="another kafkawire checkout whose broker the produce-near-the-wire rows also run")
+    parser.add_argument("--metadata", action="store_true",
+                        help="only the Metadata-at-scale rows (bench/metadata_scale.py): 10 to 10,000 partitions "
+                             "against Tansu, and the 50-connection burst")
+    parser.add_argument("--metadata-repeats", type=int, default=20, help="Metadata round trips per size (default 20)")
+    parser.add_argument("--burst-repeats", type=int, default=3, help="50-connection bursts (default 3)")
     args = parser.parse_args(argv)
     if args.lifecycle:
         import broker_lifecycle
         return broker_lifecycle.main([])
+    if args.metadata:
+        print(f"# kafkawire broker benchmark: Metadata at scale (git {git_state()})\n")
+        return 0 if run_metadata_rows(args.metadata_repeats, args.burst_repeats) else 1
     if args.quick:
         args.bytes = 64 << 20
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..error_codes import ErrorCode
+from .metadata_cache import MetadataCache
 from .persistence.atomic_file import write_json_atomically
 from .config.broker_config import MAX_RECORDS_PER_USER_OP, BrokerConfig
 from .storage import LogConfig, PartitionLog, RemoteStore
@@ -79,6 +80,7 @@ class TopicManager:
         self.descriptors = descriptors
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self.metadata_cache = MetadataCache()  # Metadata's encoded topic entries, dropped as topics change
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
         self.partition_count = 0  # hosted or being created
         self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
@@ -136,6 +138,7 @@ class TopicManager:
         write_json_atomically(self.config.data_dir / _METADATA_FILE, entries, indent=1)
 
     def _add(self, topic: Topic) -> None:
+        self.metadata_cache.changed(topic.name)
         self.topics[topic.name] = topic
         self.by_id[topic.topic_id] = topic
         self.partition_count += len(topic.partitions)
@@ -237,8 +240,9 @@ class TopicManager:
         outcomes: list[TopicError | None] = []
         for topic in topics:
             try:
+                log_config = self.log_config(topic.configs)  # once for the topic, not per partition
                 for index in range(topic.planned_partitions):
-                    topic.partitions.append(self._open_log(topic, index))
+                    topic.partitions.append(self._open_log(topic, index, log_config))
             except OSError as error:
                 for partition_log in topic.partitions:
                     partition_log.delete()
@@ -258,6 +262,7 @@ class TopicManager:
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         del self.by_id[topic.topic_id]
+        self.metadata_cache.changed(name)
         self.partition_count -= len(topic.partitions)
         self._save()
 
@@ -332,9 +337,10 @@ class TopicManager:
 
         def open_new() -> list[PartitionLog]:
             opened: list[PartitionLog] = []
+            log_config = self.log_config(topic.configs)
             try:
                 for index in range(current, count):
-                    opened.append(self._open_log(topic, index))
+                    opened.append(self._open_log(topic, index, log_config))
             except OSError:
                 for partition_log in opened:
                     partition_log.delete()
@@ -352,6 +358,7 @@ class TopicManager:
                 partition_log.delete()
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         topic.partitions.extend(opened)
+        self.metadata_cache.changed(topic.name)
         self._save()
 
     def log_config(self, overrides: dict[str, str]) -> LogConfig:

@@ -8,6 +8,7 @@ import asyncio
 from kafkawire import messages as m
 from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.encoded_response import EncodedResponse
 from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups import GroupCoordinator
 from kafkawire.broker.dispatch.handlers import Handlers
@@ -98,6 +99,9 @@ async def _call(handlers, request, version):
     if type(response) is m.FetchResponse:  # its records are file slices: read them as the server sends them
         frame = b"".join(part.read() if type(part) is FileRecords else bytes(part)
                          for part in encode_response_parts(request.API_KEY, version, 7, response))[4:]
+        return read_response(frame, request.API_KEY, version).body
+    if type(response) is EncodedResponse:  # assembled from bytes: read as a client would
+        frame = b"".join(encode_response_parts(request.API_KEY, version, 7, response))[4:]
         return read_response(frame, request.API_KEY, version).body
     return response
 

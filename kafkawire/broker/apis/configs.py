@@ -10,6 +10,8 @@ from ...error_codes import ErrorCode
 from ..config.loggers import LoggerError, alter_logger_levels, logger_levels
 from ..client_metrics import ClientMetrics, SubscriptionError
 from ..groups.group_configs import GroupConfigError, GroupConfigs
+from ..encoded_response import EncodedResponse, array_items
+from ..loop_slices import Slices
 from ..security.acls import Operation, ResourceType
 from ..config.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
 from ..topics import TopicError
@@ -40,10 +42,15 @@ class ConfigApis:
 
     # ---- DescribeConfigs ------------------------------------------------------------------------
     async def describe_configs(self, request: m.DescribeConfigsRequest, version: int,
-                               context: RequestContext) -> m.DescribeConfigsResponse:
+                               context: RequestContext) -> EncodedResponse:
         synonyms = request.include_synonyms
-        results = []
+        items = array_items(m.DescribeConfigsResponse, "results", version,
+                            m.DescribeConfigsResponse.DescribeConfigsResult(resource_name="p", configs=[]))
+        results = []  # each written at once: no objects of every config held across the slices
+        slices = Slices(first_in_line=True)  # every topic's configs: others are served in between
         for resource in request.resources:
+            if slices.due():
+                await slices.pause()
             result = m.DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[])
             try:
@@ -53,8 +60,8 @@ class ConfigApis:
                 result.configs = [_entry(e, synonyms) for e in entries if not keys or e.name in keys]
             except (_Refused, GroupConfigError) as refused:
                 result.error_code, result.error_message = refused.code, refused.message
-            results.append(result)
-        return m.DescribeConfigsResponse(results=results)
+            results.append(items.encode(result))
+        return items.response(m.DescribeConfigsResponse(results=[]), results)
 
     def _describe(self, resource: m.DescribeConfigsRequest.DescribeConfigsResource) -> list[ConfigEntry]:
         configs = self.topics.configs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
+from ..encoded_response import EncodedResponse, array_items
+from ..loop_slices import Slices
 from ..security.acls import Operation, ResourceType
 from ..storage import PartitionLog
 from .state import BrokerState, RequestContext
@@ -19,12 +21,17 @@ class ListOffsetsApi:
         self.topics = state.topics
 
     async def list_offsets(self, request: m.ListOffsetsRequest, version: int,
-                           context: RequestContext) -> m.ListOffsetsResponse:
-        topics = []
+                           context: RequestContext) -> EncodedResponse:
+        items = array_items(m.ListOffsetsResponse, "topics", version,
+                            m.ListOffsetsResponse.ListOffsetsTopicResponse(name="p", partitions=[]))
+        topics = []  # each written at once: no objects of every partition held across the slices
+        slices = Slices(first_in_line=True)  # thousands of partitions: others are served in between
         for topic in request.topics:
             partitions = []
             described = self.state.allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
             for p in topic.partitions:
+                if slices.due():
+                    await slices.pause()
                 result = m.ListOffsetsResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, timestamp=-1, offset=-1,
                     leader_epoch=0 if version >= 4 else -1)
@@ -50,8 +57,9 @@ class ListOffsetsApi:
                             epoch = partition_log.leader_epochs.epoch_for_offset(result.offset)
                             result.leader_epoch = epoch if epoch >= 0 else partition_log.leader_epoch
                 partitions.append(result)
-            topics.append(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
-        return m.ListOffsetsResponse(topics=topics)
+            topics.append(items.encode(m.ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name,
+                                                                                      partitions=partitions)))
+        return items.response(m.ListOffsetsResponse(topics=[]), topics)
 
     @classmethod
     def _offset_for(cls, partition_log: PartitionLog, timestamp: int, read_committed: bool) -> tuple[int, int] | None:

@@ -6,14 +6,16 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..node_view import PartitionInfo
+from ..encoded_response import EncodedResponse
+from ..loop_slices import Slices
+from ..metadata_cache import NO_OPERATIONS, encode_topic, metadata_response, with_operations
 from ..topics import Topic, TopicError
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]
 
-_NO_OPERATIONS = -(1 << 31)  # authorized operations not computed
+_LARGE_ANSWER_PARTITIONS = 1000  # answers of more partitions wait their turn (loop_slices) before they are made
 
 
 class MetadataApi:
@@ -22,7 +24,8 @@ class MetadataApi:
         self.config = state.config
         self.topics = state.topics
 
-    async def metadata(self, request: m.MetadataRequest, version: int, context: RequestContext) -> m.MetadataResponse:
+    async def metadata(self, request: m.MetadataRequest, version: int,
+                       context: RequestContext) -> m.MetadataResponse | EncodedResponse:
         view = self.state.view
         # every live broker's address on the listener the request came in on
         brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port,
@@ -42,7 +45,9 @@ class MetadataApi:
         auto_create = self.config.auto_create_topics and (version < 4 or request.allow_auto_topic_creation)
         creatable = [name for name, _ in wanted if name is not None and self._may_create(context, name)]
         created = await self._auto_create(creatable) if auto_create else {}
-        results = []
+        operations = version >= 8 and request.include_topic_authorized_operations
+        pieces: list[bytes] = []
+        hosted: list[tuple[int, Topic]] = []  # (position, topic): the pieces the cache gives
         for name, topic_id in wanted:
             if name is not None:
                 topic = self.topics.get(name)
@@ -51,26 +56,32 @@ class MetadataApi:
             checked = topic.name if topic is not None else name
             if checked is not None and not allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, checked):
                 # the principal learns neither the topic nor whether it exists
-                results.append(m.MetadataResponse.MetadataResponseTopic(
+                pieces.append(encode_topic(m.MetadataResponse.MetadataResponseTopic(
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id or ZERO_UUID,
-                    is_internal=False, partitions=[], topic_authorized_operations=_NO_OPERATIONS))
+                    is_internal=False, partitions=[], topic_authorized_operations=NO_OPERATIONS), version))
                 continue
-            error = ErrorCode.NONE
-            failure = created.get(name) if name is not None else None
-            if topic is None and isinstance(failure, TopicError):
-                error = failure.code
             if topic is None:
+                failure = created.get(name) if name is not None else None
+                error = failure.code if isinstance(failure, TopicError) else ErrorCode.NONE
                 error = error or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID)
-                results.append(m.MetadataResponse.MetadataResponseTopic(
+                known = self.state.topic_operations(context, name) if operations and name is not None else None
+                pieces.append(encode_topic(m.MetadataResponse.MetadataResponseTopic(
                     error_code=error, name=name, topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[],
-                    topic_authorized_operations=_NO_OPERATIONS))
+                    topic_authorized_operations=NO_OPERATIONS if known is None else known), version))
                 continue
-            partitions = [_partition(index, view.partition(topic.name, index)) for index in range(len(topic.partitions))]
-            results.append(m.MetadataResponse.MetadataResponseTopic(
-                error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
-                partitions=partitions, topic_authorized_operations=_NO_OPERATIONS))
-        return m.MetadataResponse(brokers=brokers, cluster_id=self.config.cluster_id,
-                                  controller_id=view.controller_id, topics=results)
+            hosted.append((len(pieces), topic))
+            pieces.append(b"")
+        if sum(len(topic.partitions) for _, topic in hosted) > _LARGE_ANSWER_PARTITIONS:
+            await Slices(first_in_line=True).pause()  # large answers are written one per turn of the loop
+        cached = await self.topics.metadata_cache.pieces([topic for _, topic in hosted], version, view.partition,
+                                                         self.topics.get)
+        for (position, topic), piece in zip(hosted, cached):
+            if operations:
+                piece = with_operations(piece, version, self.state.topic_operations(context, topic.name))
+            pieces[position] = piece
+        head = m.MetadataResponse(brokers=brokers, cluster_id=self.config.cluster_id, controller_id=view.controller_id,
+                                  topics=[])
+        return metadata_response(version, head, pieces)
 
     def _may_create(self, context: RequestContext, name: str) -> bool:
         """CREATE on the cluster or on the topic, as Kafka's auto-creation asks."""
@@ -97,14 +108,6 @@ class MetadataApi:
         for topic, result in zip(planned, await self.topics.create(planned)):
             outcomes[topic.name] = result
         return outcomes
-
-
-def _partition(index: int, info: PartitionInfo) -> m.MetadataResponse.MetadataResponsePartition:
-    """A partition as the node view describes it: LEADER_NOT_AVAILABLE while no replica is live."""
-    return m.MetadataResponse.MetadataResponsePartition(
-        error_code=ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0 else 0, partition_index=index,
-        leader_id=info.leader, leader_epoch=info.leader_epoch, replica_nodes=info.replicas, isr_nodes=info.isr,
-        offline_replicas=info.offline)
 
 
 def _metadata_topics_refused(request: m.MetadataRequest, version: int) -> m.MetadataResponse | None:

@@ -15,8 +15,6 @@ from .state import BrokerState, RequestContext
 __all__ = ["PartitionAdminApis"]
 
 _NO_OPERATIONS = -(1 << 31)
-_TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
-                     Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 _PARTITION_LIMIT = 2000  # max.request.partition.size.limit: DescribeTopicPartitions' cap per response
 _PREFERRED, _UNCLEAN = 0, 1
 
@@ -147,7 +145,7 @@ class PartitionAdminApis:
             budget -= len(shown)
             results.append(Topic(error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
                                  partitions=[self._partition(index) for index in shown],
-                                 topic_authorized_operations=self._operations(context, name)))
+                                 topic_authorized_operations=self.state.topic_operations(context, name)))
             if shown.stop < count:
                 next_cursor = m.DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=shown.stop)
                 break
@@ -158,13 +156,6 @@ class PartitionAdminApis:
         return m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
             error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node],
             isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
-
-    def _operations(self, context: RequestContext, name: str) -> int:
-        bits = 0
-        for operation in _TOPIC_OPERATIONS:
-            if self._allowed(context, operation, name):
-                bits |= 1 << operation
-        return bits
 
     # ---- OffsetForLeaderEpoch -------------------------------------------------------------------
     async def offset_for_leader_epoch(self, request: m.OffsetForLeaderEpochRequest, version: int,

@@ -10,7 +10,7 @@ from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..network.listeners import Listener
 from ..node_view import NodeView
-from ..security.acls import Authorizer, Operation, ResourceType
+from ..security.acls import TOPIC_OPERATIONS, Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
 
@@ -54,6 +54,15 @@ class BrokerState:
         authorizer = self.authorizer
         return authorizer is None or authorizer.authorize(context.principal, context.client_host, operation,
                                                           resource_type, name)
+
+    def topic_operations(self, context: RequestContext, name: str) -> int:
+        """The bit field of the operations the principal may do on the topic (Kafka's authorizedOperations,
+        as Metadata and DescribeTopicPartitions report them)."""
+        bits = 0
+        for operation in TOPIC_OPERATIONS:
+            if self.allowed(context, operation, ResourceType.TOPIC, name):
+                bits |= 1 << operation
+        return bits
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id.get(topic_id)

@@ -79,6 +79,7 @@ class Controller:
         """A new leader (or none): the leader epoch goes up, in the log too."""
         state.leader = leader
         state.leader_epoch += 1
+        self.topics.metadata_cache.changed(topic)
         partition_log = self.topics.log(topic, partition)
         if partition_log is not None:
             partition_log.leader_epoch = state.leader_epoch
@@ -120,12 +121,14 @@ class Controller:
         if state.leader >= 0 and state.leader not in isr:
             isr = [state.leader, *isr]
         state.isr = [node for node in state.replicas if node in isr]
+        self.topics.metadata_cache.changed(topic)
         return list(state.isr)
 
     # ---- brokers --------------------------------------------------------------------------------
     def broker_stopped(self, node: int) -> None:
         """Its partitions leave the ISR; those it led get a live in-sync leader (or none)."""
         self.live.discard(node)
+        self.topics.metadata_cache.changed()  # offline replicas, ISRs and leaders of every topic
         for topic, index, state in self._each_placed():
             if node in state.isr:
                 state.isr = [replica for replica in state.isr if replica != node]
@@ -137,6 +140,7 @@ class Controller:
         """It rejoins the ISR of its partitions; offline partitions get it as leader, and (with
         ``restore_leaders``, a preferred-leader election) those whose first replica it is."""
         self.live.add(node)
+        self.topics.metadata_cache.changed()
         for topic, index, state in self._each_placed():
             if node in state.replicas and node not in state.isr:
                 state.isr = [replica for replica in state.replicas if replica in state.isr or replica == node]

@@ -9,6 +9,12 @@ socket: ``os.sendfile`` for slices, ``os.write`` for bytes, each taking whatever
 accepts. Only when the kernel pushes back does a piece's remainder go the transport's way
 (``loop.sendfile`` for a slice, ``transport.write`` for bytes), which waits without blocking the
 loop; order is kept because nothing is written directly again until the transport has emptied.
+
+What waits for the client stays bounded, as Kafka mutes a connection's reads while its answer is
+queued: runs of bytes are joined at most ``_CHUNK`` at a time, and the transport is given at most a
+chunk beyond its high-water mark before the send waits for the client to read (the connection reads
+no next request meanwhile). A large answer built from shared pieces (Metadata's cached topics) is
+then never copied whole for a client that does not read it.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ __all__ = ["send_parts"]
 
 _SENDFILE = getattr(os, "sendfile", None)
 _TLS_CHUNK = 1 << 20  # what a TLS connection reads of a file slice at a time
+_CHUNK = 1 << 16  # bytes joined into one write, and handed to a backed-up transport at a time
 
 
 async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileRecords], direct: bool = True) -> None:
@@ -57,7 +64,7 @@ async def send_parts(writer: asyncio.StreamWriter, parts: Sequence[Bytes | FileR
             else:
                 sent = _write_now(fd, piece) if direct else 0
                 if sent < len(piece):
-                    transport.write(piece[sent:] if sent else piece)
+                    await _write_bounded(writer, memoryview(piece)[sent:])
     finally:
         for piece in parts:
             if type(piece) is FileRecords:
@@ -72,7 +79,7 @@ async def _send_through_transport(writer: asyncio.StreamWriter, parts: Sequence[
     try:
         for piece in _coalesced(parts):
             if not isinstance(piece, FileRecords):
-                writer.write(piece)
+                await _write_bounded(writer, memoryview(piece))
                 continue
             fd, position, end = piece.fileno(), piece.position, piece.position + piece.size
             while position < end:
@@ -89,17 +96,29 @@ async def _send_through_transport(writer: asyncio.StreamWriter, parts: Sequence[
     await writer.drain()
 
 
+async def _write_bounded(writer: asyncio.StreamWriter, data: memoryview) -> None:
+    """``data`` to the transport a chunk at a time, each once the transport is under its high-water mark
+    (``drain`` returns at once until then), so a client that does not read holds about a chunk more."""
+    for start in range(0, len(data), _CHUNK):
+        writer.write(data[start:start + _CHUNK])
+        await writer.drain()
+
+
 def _coalesced(parts: Sequence[Bytes | FileRecords]) -> Iterator[Bytes | FileRecords]:
-    """The pieces with each run of bytes joined into one (one write instead of several small ones)."""
+    """The pieces with runs of bytes joined up to ``_CHUNK`` (one write instead of several small ones);
+    a larger piece is passed on as it is."""
     run: list[Bytes] = []
+    size = 0
     for part in parts:
-        if isinstance(part, FileRecords):
+        if isinstance(part, FileRecords) or size + len(part) > _CHUNK:
             if run:
                 yield run[0] if len(run) == 1 else b"".join(run)
-                run = []
-            yield part
-        else:
-            run.append(part)
+                run, size = [], 0
+            if isinstance(part, FileRecords):
+                yield part
+                continue
+        run.append(part)
+        size += len(part)
     if run:
         yield run[0] if len(run) == 1 else b"".join(run)
 

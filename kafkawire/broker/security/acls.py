@@ -29,7 +29,7 @@ from ...acl_types import ResourceType
 from ..persistence.atomic_file import PRIVATE, write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
-           "WILDCARD", "WILDCARD_PRINCIPAL"]
+           "WILDCARD", "WILDCARD_PRINCIPAL", "TOPIC_OPERATIONS"]
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -38,6 +38,9 @@ WILDCARD_PRINCIPAL = "User:*"
 # authorizer.class.name values that turn the authorizer on (KRaft's and the ZooKeeper-era one)
 AUTHORIZER_CLASS_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                           "kafka.security.authorizer.AclAuthorizer")
+# the operations a topic supports, whose bits Metadata and DescribeTopicPartitions report as authorized
+TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
+                    Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 _IMPLIES_DESCRIBE = {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
 _IMPLIES_DESCRIBE_CONFIGS = {Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS}
 
