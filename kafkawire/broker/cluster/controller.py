@@ -9,12 +9,13 @@ batches carry it, as a new leader's do.
 """
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...error_codes import ErrorCode
-from ..node_view import NodeAddress, PartitionInfo
+from ..node_view import NodeAddress, PartitionInfo, QuorumVoter
 from ..topics import Topic, TopicManager
 
 __all__ = ["Controller", "PartitionState"]
@@ -41,6 +42,10 @@ class Controller:
         self._partitions: dict[tuple[object, int], PartitionState] = {}  # (topic id, index) -> state
         self._placed_topics: dict[object, int] = {}  # topic id -> order of placement
         # (node id, listener name) -> the node's advertised (host, port) there; set by the Cluster
+        # the metadata quorum: every node is a voter (combined mode); the epoch goes up with each new
+        # controller, and a stopped voter is known by where it was when it stopped: node -> (offset, ms)
+        self.quorum_epoch = 1
+        self._voters_stopped: dict[int, tuple[int, int]] = {}
         self.address: Callable[[int, str], tuple[str, int] | None] = lambda node, listener: None
 
     @property
@@ -125,7 +130,11 @@ class Controller:
     # ---- brokers --------------------------------------------------------------------------------
     def broker_stopped(self, node: int) -> None:
         """Its partitions leave the ISR; those it led get a live in-sync leader (or none)."""
+        controller = self.controller_id
         self.live.discard(node)
+        self._voters_stopped[node] = (self.topics.metadata_changes, int(time.time() * 1000))
+        if self.controller_id != controller:
+            self.quorum_epoch += 1
         for topic, index, state in self._each_placed():
             if node in state.isr:
                 state.isr = [replica for replica in state.isr if replica != node]
@@ -136,7 +145,11 @@ class Controller:
     def broker_started(self, node: int, restore_leaders: bool = True) -> None:
         """It rejoins the ISR of its partitions; offline partitions get it as leader, and (with
         ``restore_leaders``, a preferred-leader election) those whose first replica it is."""
+        controller = self.controller_id
         self.live.add(node)
+        self._voters_stopped.pop(node, None)
+        if self.controller_id != controller:
+            self.quorum_epoch += 1
         for topic, index, state in self._each_placed():
             if node in state.replicas and node not in state.isr:
                 state.isr = [replica for replica in state.replicas if replica in state.isr or replica == node]
@@ -154,6 +167,16 @@ class Controller:
             if node in self.live:
                 return node
         return -1
+
+    # ---- the metadata quorum ---------------------------------------------------------------------
+    def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
+        """(leader epoch, voters) as the controller, the quorum's leader, describes them: a live voter
+        shares the leader's state, so it has fetched and caught up just now."""
+        voters = []
+        for node in self.nodes:
+            offset, seen_ms = self._voters_stopped.get(node, (high_watermark, now_ms))
+            voters.append(QuorumVoter(node, offset, seen_ms, seen_ms))
+        return self.quorum_epoch, voters
 
     # ---- what a node answers --------------------------------------------------------------------
     def leader_error(self, node: int, topic: str, partition: int, current_leader_epoch: int) -> int:
