@@ -41,11 +41,12 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self._partitions: dict[tuple[object, int], PartitionState] = {}  # (topic id, index) -> state
         self._placed_topics: dict[object, int] = {}  # topic id -> order of placement
-        # (node id, listener name) -> the node's advertised (host, port) there; set by the Cluster
         # the metadata quorum: every node is a voter (combined mode); the epoch goes up with each new
         # controller, and a stopped voter is known by where it was when it stopped: node -> (offset, ms)
         self.quorum_epoch = 1
+        self._quorum_leader = self.controller_id
         self._voters_stopped: dict[int, tuple[int, int]] = {}
+        # (node id, listener name) -> the node's advertised (host, port) there; set by the Cluster
         self.address: Callable[[int, str], tuple[str, int] | None] = lambda node, listener: None
 
     @property
@@ -130,31 +131,27 @@ class Controller:
     # ---- brokers --------------------------------------------------------------------------------
     def broker_stopped(self, node: int) -> None:
         """Its partitions leave the ISR; those it led get a live in-sync leader (or none)."""
-        controller = self.controller_id
         self.live.discard(node)
-        self._voters_stopped[node] = (self.topics.metadata_changes, int(time.time() * 1000))
-        if self.controller_id != controller:
-            self.quorum_epoch += 1
         for topic, index, state in self._each_placed():
             if node in state.isr:
                 state.isr = [replica for replica in state.isr if replica != node]
             if state.leader == node:
                 successors = [replica for replica in state.isr if replica in self.live]
                 self._set_leader(topic, index, state, successors[0] if successors else -1)
+        self._voters_stopped[node] = (self.topics.metadata_changes, int(time.time() * 1000))
+        self._follow_controller()
 
     def broker_started(self, node: int, restore_leaders: bool = True) -> None:
         """It rejoins the ISR of its partitions; offline partitions get it as leader, and (with
         ``restore_leaders``, a preferred-leader election) those whose first replica it is."""
-        controller = self.controller_id
         self.live.add(node)
-        self._voters_stopped.pop(node, None)
-        if self.controller_id != controller:
-            self.quorum_epoch += 1
         for topic, index, state in self._each_placed():
             if node in state.replicas and node not in state.isr:
                 state.isr = [replica for replica in state.replicas if replica in state.isr or replica == node]
             if state.leader < 0 or (restore_leaders and state.replicas[0] == node and state.leader != node):
                 self._set_leader(topic, index, state, node)
+        self._voters_stopped.pop(node, None)
+        self._follow_controller()
 
     # ---- coordinators ---------------------------------------------------------------------------
     def coordinator(self, key_type: int, key: str) -> int:
@@ -169,6 +166,12 @@ class Controller:
         return -1
 
     # ---- the metadata quorum ---------------------------------------------------------------------
+    def _follow_controller(self) -> None:
+        """A new controller leads the quorum in a new epoch."""
+        if self.controller_id != self._quorum_leader:
+            self._quorum_leader = self.controller_id
+            self.quorum_epoch += 1
+
     def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
         """(leader epoch, voters) as the controller, the quorum's leader, describes them: a live voter
         shares the leader's state, so it has fetched and caught up just now."""
