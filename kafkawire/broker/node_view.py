@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-__all__ = ["NodeView", "SingleNode", "PartitionInfo", "NodeAddress", "GROUP", "TRANSACTION"]
+__all__ = ["NodeView", "SingleNode", "PartitionInfo", "NodeAddress", "QuorumVoter", "GROUP", "TRANSACTION"]
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
 
@@ -30,6 +30,14 @@ class NodeAddress(NamedTuple):
     port: int
 
 
+class QuorumVoter(NamedTuple):
+    """A voter of the metadata quorum, as its leader sees it (-1: not known)."""
+    node_id: int
+    log_end_offset: int
+    last_fetch_ms: int
+    last_caught_up_ms: int
+
+
 class NodeView(Protocol):
     node_id: int
     leads_everything: bool
@@ -43,6 +51,7 @@ class NodeView(Protocol):
     def coordinator(self, key_type: int, key: str) -> int: ...
     def partition(self, topic: str, partition: int) -> PartitionInfo: ...
     def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]: ...
+    def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]: ...
 
 
 class SingleNode:
@@ -73,3 +82,7 @@ class SingleNode:
     def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]:
         """Every live broker's address on ``listener``; ``this`` is this node's (host, port) there."""
         return [NodeAddress(self.node_id, this[0], this[1])]
+
+    def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
+        """(leader epoch, voters): a combined node is the only voter, and leads from epoch 1 on."""
+        return 1, [QuorumVoter(self.node_id, high_watermark, now_ms, now_ms)]

@@ -84,6 +84,9 @@ class TopicManager:
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
         self.partition_count = 0  # hosted or being created
         self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
+        # topic, partition and config changes since the start: where a KRaft metadata log would have got
+        # to (DescribeQuorum's high watermark; kafkawire keeps no metadata log)
+        self.metadata_changes = 0
         self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
                        if config.remote_dir is not None else None)
 
@@ -133,6 +136,7 @@ class TopicManager:
             list(pool.map(PartitionLog.close, opened))
 
     def _save(self) -> None:
+        self.metadata_changes += 1
         entries = [{"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
                    for t in self.topics.values()]
         write_json_atomically(self.config.data_dir / _METADATA_FILE, entries, indent=1)
@@ -308,6 +312,7 @@ class TopicManager:
             configs.dynamic_broker, configs.dynamic_default = before
             return
         configs.save()
+        self.metadata_changes += 1
         for topic, log_config in planned:
             self._apply(topic, log_config)
 

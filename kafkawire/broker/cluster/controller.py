@@ -9,12 +9,13 @@ batches carry it, as a new leader's do.
 """
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...error_codes import ErrorCode
-from ..node_view import NodeAddress, PartitionInfo
+from ..node_view import NodeAddress, PartitionInfo, QuorumVoter
 from ..topics import Topic, TopicManager
 
 __all__ = ["Controller", "PartitionState"]
@@ -40,6 +41,11 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self._partitions: dict[tuple[object, int], PartitionState] = {}  # (topic id, index) -> state
         self._placed_topics: dict[object, int] = {}  # topic id -> order of placement
+        # the metadata quorum: every node is a voter (combined mode); the epoch goes up with each new
+        # controller, and a stopped voter is known by where it was when it stopped: node -> (offset, ms)
+        self.quorum_epoch = 1
+        self._quorum_leader = self.controller_id
+        self._voters_stopped: dict[int, tuple[int, int]] = {}
         # (node id, listener name) -> the node's advertised (host, port) there; set by the Cluster
         self.address: Callable[[int, str], tuple[str, int] | None] = lambda node, listener: None
 
@@ -135,6 +141,8 @@ class Controller:
             if state.leader == node:
                 successors = [replica for replica in state.isr if replica in self.live]
                 self._set_leader(topic, index, state, successors[0] if successors else -1)
+        self._voters_stopped[node] = (self.topics.metadata_changes, int(time.time() * 1000))
+        self._follow_controller()
 
     def broker_started(self, node: int, restore_leaders: bool = True) -> None:
         """It rejoins the ISR of its partitions; offline partitions get it as leader, and (with
@@ -146,6 +154,8 @@ class Controller:
                 state.isr = [replica for replica in state.replicas if replica in state.isr or replica == node]
             if state.leader < 0 or (restore_leaders and state.replicas[0] == node and state.leader != node):
                 self._set_leader(topic, index, state, node)
+        self._voters_stopped.pop(node, None)
+        self._follow_controller()
 
     # ---- coordinators ---------------------------------------------------------------------------
     def coordinator(self, key_type: int, key: str) -> int:
@@ -158,6 +168,22 @@ class Controller:
             if node in self.live:
                 return node
         return -1
+
+    # ---- the metadata quorum ---------------------------------------------------------------------
+    def _follow_controller(self) -> None:
+        """A new controller leads the quorum in a new epoch."""
+        if self.controller_id != self._quorum_leader:
+            self._quorum_leader = self.controller_id
+            self.quorum_epoch += 1
+
+    def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
+        """(leader epoch, voters) as the controller, the quorum's leader, describes them: a live voter
+        shares the leader's state, so it has fetched and caught up just now."""
+        voters = []
+        for node in self.nodes:
+            offset, seen_ms = self._voters_stopped.get(node, (high_watermark, now_ms))
+            voters.append(QuorumVoter(node, offset, seen_ms, seen_ms))
+        return self.quorum_epoch, voters
 
     # ---- what a node answers --------------------------------------------------------------------
     def leader_error(self, node: int, topic: str, partition: int, current_leader_epoch: int) -> int:

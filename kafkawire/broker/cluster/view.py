@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...error_codes import ErrorCode
-from ..node_view import NodeAddress, PartitionInfo
+from ..node_view import NodeAddress, PartitionInfo, QuorumVoter
 from .controller import Controller
 
 __all__ = ["ClusterNodeView"]
@@ -38,3 +38,6 @@ class ClusterNodeView:
 
     def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]:
         return self.controller.brokers(listener)
+
+    def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
+        return self.controller.quorum(high_watermark, now_ms)

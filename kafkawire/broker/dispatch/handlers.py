@@ -9,6 +9,7 @@ from typing import Any
 from ..apis.acls import AclApis
 from ..apis.cluster import ClusterApis
 from ..apis.consumer_groups import ConsumerGroupApis
+from ..apis.config_resources import ConfigResourceApis
 from ..apis.configs import ConfigApis
 from ..apis.fetch import FetchApi
 from ..apis.group_admin import GroupAdminApis
@@ -18,6 +19,7 @@ from ..apis.offsets import OffsetApis
 from ..apis.partitions_admin import PartitionAdminApis
 from ..apis.produce import ProduceHandler
 from ..apis.producer_ids import ProducerIdApi
+from ..apis.quorum import QuorumApis
 from ..apis.scram_credentials import ScramCredentialApis
 from ..apis.share import ShareApis
 from ..apis.share_offsets import ShareOffsetApis
@@ -141,6 +143,9 @@ class Handlers:
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
             ApiKey.DESCRIBE_CLUSTER: cluster.describe_cluster,
+            ApiKey.DESCRIBE_QUORUM: QuorumApis(self.state).describe_quorum,
+            ApiKey.LIST_CONFIG_RESOURCES: ConfigResourceApis(
+                self.state, configs.group_configs, self.client_metrics).list_config_resources,
             ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
             ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
             ApiKey.LIST_TRANSACTIONS: txn.list_transactions,

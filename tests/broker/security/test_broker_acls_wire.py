@@ -190,6 +190,13 @@ CASES = [
      lambda r: r.results[0].error_code == 69, lambda r: r.results[0].error_code == GROUP_AUTH),
     ("OffsetDelete", 0, lambda: m.OffsetDeleteRequest(group_id=ADMIN_GROUP, topics=[]),  # DELETE on the group
      lambda r: r.error_code == 69, lambda r: r.error_code == GROUP_AUTH),
+    ("DescribeQuorum", 2, lambda: m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=0)])]),
+     lambda r: r.error_code == 0 and r.topics[0].partitions[0].current_voters,  # DESCRIBE on the cluster
+     lambda r: r.error_code == CLUSTER_AUTH and r.error_message == "Cluster authorization failed." and not r.topics),
+    ("ListConfigResources", 1, lambda: m.ListConfigResourcesRequest(resource_types=[2]),  # DESCRIBE_CONFIGS, cluster
+     lambda r: r.error_code == 0 and TOPIC in [c.resource_name for c in r.config_resources],
+     lambda r: r.error_code == CLUSTER_AUTH and not r.config_resources),
 ]
 
 
