@@ -19,7 +19,7 @@ NOT_LOADED = ("construct", "pyspark", "pyarrow", "pandas", "py4j", "jinja2", "co
 # What the broker loads on the first request that needs it, not at start: the API handler modules but
 # those of state recovered at start (share groups), the compression libraries, the HTTP client of OAuth
 # key sets.
-DEFERRED = ("zstandard", "lz4", "cramjam", "urllib.request", "http.client", "email",
+DEFERRED = ("zstandard", "lz4", "cramjam", "urllib.request", "http.client", "email", "kafkawire.messages.metadata_response",
             *(f"kafkawire.broker.apis.{name}" for name in ("acls", "configs", "consumer_groups", "fetch", "group_admin",
                                                            "list_offsets", "metadata", "offsets", "partitions_admin",
                                                            "producer_ids", "scram_credentials", "share_offsets",
