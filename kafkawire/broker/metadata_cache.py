@@ -30,12 +30,11 @@ __all__ = ["MetadataCache", "NO_OPERATIONS", "encode_topic", "metadata_response"
 
 NO_OPERATIONS = -(1 << 31)  # topic_authorized_operations not computed
 _INT32 = struct.Struct(">i").pack
-_Topic = m.MetadataResponse.MetadataResponseTopic
-_Partition = m.MetadataResponse.MetadataResponsePartition
 
 
 def _topics(version: int) -> ArrayItems:
-    return array_items(m.MetadataResponse, "topics", version, _Topic(name="p", partitions=[]))
+    response = m.MetadataResponse  # (loaded on the first Metadata request, not when the broker starts)
+    return array_items(response, "topics", version, response.MetadataResponseTopic(name="p", partitions=[]))
 
 
 def encode_topic(topic: m.MetadataResponse.MetadataResponseTopic, version: int) -> bytes:
@@ -55,19 +54,22 @@ def with_operations(piece: bytes, version: int, operations: int) -> bytes:
     return piece[:end - 4] + _INT32(operations) + piece[end:]
 
 
-def topic_entry(topic: Topic, partition: Callable[[str, int], PartitionInfo]) -> _Topic:
+def topic_entry(topic: Topic,
+                partition: Callable[[str, int], PartitionInfo]) -> m.MetadataResponse.MetadataResponseTopic:
     """The Metadata entry of a hosted topic: each partition as the node view describes it,
     LEADER_NOT_AVAILABLE while no replica is live."""
     name = topic.name
+    response = m.MetadataResponse
+    entry, partition_entry = response.MetadataResponseTopic, response.MetadataResponsePartition
     partitions = []
     for index in range(len(topic.partitions)):
         info = partition(name, index)
-        partitions.append(_Partition(
+        partitions.append(partition_entry(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE if info.leader < 0 else 0, partition_index=index,
             leader_id=info.leader, leader_epoch=info.leader_epoch, replica_nodes=info.replicas, isr_nodes=info.isr,
             offline_replicas=info.offline))
-    return _Topic(error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
-                  partitions=partitions, topic_authorized_operations=NO_OPERATIONS)
+    return entry(error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+                 partitions=partitions, topic_authorized_operations=NO_OPERATIONS)
 
 
 class _Entry:

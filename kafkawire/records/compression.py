@@ -30,12 +30,13 @@ import struct
 import threading
 import zlib
 
-import cramjam
-import lz4.frame
-import zstandard
-from lz4.frame import _frame as _lz4
+from typing import TYPE_CHECKING
 
 from kafkawire.errors import CompressionError, DecompressionLimitError
+
+if TYPE_CHECKING:  # the libraries themselves load on first use: a process that never compresses skips them
+    import cramjam
+    import zstandard
 
 Buffer = bytes | bytearray | memoryview
 
@@ -105,11 +106,14 @@ def compress(codec: int, data: Buffer, level: int | None = None, *, legacy_lz4: 
         if kind is Codec.GZIP:
             return _gzip(data, chosen)
         if kind is Codec.SNAPPY:
-            return _snappy(data) if snappy_framing == "xerial" else bytes(cramjam.snappy.compress_raw(data))
+            if snappy_framing == "xerial":
+                return _snappy(data)
+            import cramjam
+            return bytes(cramjam.snappy.compress_raw(data))
         if kind is Codec.LZ4:
             return _lz4_frame(data, chosen, legacy_lz4)
         return _zstd_compressor(chosen).compress(data)
-    except _LIBRARY_ERRORS[kind] as e:
+    except _library_errors(kind) as e:
         raise CompressionError(f"{kind.name.lower()}: cannot compress ({e})") from e
 
 
@@ -137,20 +141,23 @@ def decompress(codec: int, data: Buffer, limit: int = DEFAULT_DECOMPRESSED_LIMIT
         # The reader's frames, kept alive by the traceback, hold what it had expanded (up to ``limit``
         # bytes): whoever keeps the error must not keep that too.
         raise error.with_traceback(None)
-    except _LIBRARY_ERRORS[kind] as e:
+    except _library_errors(kind) as e:
         name = kind.name.lower()
         cause = e.with_traceback(None)  # as above
         raise CompressionError(f"{name}: corrupt data ({str(e).removeprefix(name + ': ')})") from cause
 
 
-# What each library raises on bad input (lz4 raises plain RuntimeErrors).
-_LIBRARY_ERRORS: dict[Codec, type[Exception] | tuple[type[Exception], ...]] = {
-    Codec.NONE: (),
-    Codec.GZIP: zlib.error,
-    Codec.SNAPPY: (cramjam.CompressionError, cramjam.DecompressionError),
-    Codec.LZ4: RuntimeError,
-    Codec.ZSTD: zstandard.ZstdError,
-}
+def _library_errors(kind: Codec) -> type[Exception] | tuple[type[Exception], ...]:
+    """What each library raises on bad input (lz4 raises plain RuntimeErrors)."""
+    if kind is Codec.SNAPPY:
+        import cramjam
+        return cramjam.CompressionError, cramjam.DecompressionError
+    if kind is Codec.ZSTD:
+        import zstandard
+        return zstandard.ZstdError
+    if kind is Codec.GZIP:
+        return zlib.error
+    return RuntimeError if kind is Codec.LZ4 else ()
 
 
 # Streams without a declared size are inflated in growing steps, checking the limit after each, so a
@@ -228,6 +235,7 @@ _XERIAL_BLOCK = 32 * 1024  # SnappyOutputStream.DEFAULT_BLOCK_SIZE
 
 def _snappy(data: Buffer) -> bytes:
     view = memoryview(data)
+    import cramjam
     parts: list[Buffer | cramjam.Buffer] = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
         block = cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK])
@@ -267,6 +275,7 @@ def _unsnappy(view: memoryview, limit: int) -> bytes:
 
 def _snappy_block(block: memoryview, budget: int, limit: int) -> cramjam.Buffer:
     # A raw block declares its length up front: refuse before allocating anything.
+    import cramjam
     if cramjam.snappy.decompress_raw_len(block) > budget:
         raise _too_big(Codec.SNAPPY, limit)
     return cramjam.snappy.decompress_raw(block)
@@ -279,6 +288,7 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 def _lz4_frame(data: Buffer, level: int, legacy: bool) -> bytes:
     # Kafka's default 9 is lz4-java's fast compressor (lz4.frame's 0), other levels HC at that level (3 at least).
+    import lz4.frame
     frame: bytes = lz4.frame.compress(data, compression_level=0 if level == 9 else max(level, 3),
                                       block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
                                       content_checksum=False, block_checksum=False, store_size=False)
@@ -296,6 +306,7 @@ def _unlz4(view: memoryview, limit: int, legacy: bool) -> bytes:
     flags = view[4]
     if not flags & 0x20:
         raise CompressionError("lz4: frame with dependent blocks (Kafka requires independent blocks)")
+    from lz4.frame import _frame as _lz4
     context = _lz4.create_decompression_context()
     pos = 0
     if legacy:  # Java ignores the header checksum of magic 0: give lz4 the correct one instead
@@ -364,6 +375,7 @@ def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
         compressors = _local.compressors = {}
     compressor = compressors.get(level)
     if compressor is None:
+        import zstandard
         compressor = compressors[level] = zstandard.ZstdCompressor(level=level)
     return compressor
 
@@ -371,6 +383,7 @@ def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
 def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     decompressor = getattr(_local, "decompressor", None)
     if decompressor is None:
+        import zstandard
         decompressor = _local.decompressor = zstandard.ZstdDecompressor()
     return decompressor
 

@@ -16,10 +16,43 @@ from support.paths import REPO
 NOT_LOADED = ("construct", "pyspark", "pyarrow", "pandas", "py4j", "jinja2", "codegen", "importlib.metadata",
               "kafkawire.capture", "kafkawire.capture_spark", "kafkawire.pcap", "kafkawire.layout_formats")
 
+# What the broker loads on the first request that needs it, not at start: the API handler modules but
+# those of state recovered at start (share groups), the compression libraries, the HTTP client of OAuth
+# key sets.
+DEFERRED = ("zstandard", "lz4", "cramjam", "urllib.request", "http.client", "email", "kafkawire.messages.metadata_response",
+            *(f"kafkawire.broker.apis.{name}" for name in ("acls", "configs", "consumer_groups", "fetch", "group_admin",
+                                                           "list_offsets", "metadata", "offsets", "partitions_admin",
+                                                           "producer_ids", "scram_credentials", "share_offsets",
+                                                           "telemetry", "topics", "transactions")))
+
 # The broker command in this process; once it has answered one ApiVersions request, the modules loaded.
+# With a third argument, it then sends a request of each API whose handler loads on first use (newest
+# version served, default fields) and reports the API keys answered and the modules loaded after them.
 BROKER_RUN = r"""
 import json, os, socket, struct, sys, threading, time
 from kafkawire.cli import main
+
+def read_frame(sock):
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data[4:]
+
+def each_deferred_api(sock, served):
+    from kafkawire import framing, messages as m
+    from kafkawire.broker.dispatch.handlers import ROUTES
+    answered = []
+    for key in ROUTES:
+        version = served[key]
+        header = framing.request_header_class()(request_api_key=key, request_api_version=version,
+                                                correlation_id=1000 + key, client_id="imports")
+        sock.sendall(framing.encode_request(header, m.api(key).request_class()))
+        if framing.read_response(read_frame(sock), key, version).header.correlation_id == 1000 + key:
+            answered.append(key)
+    return answered
 
 def report():
     deadline = time.monotonic() + 60
@@ -33,11 +66,15 @@ def report():
             time.sleep(0.01)
     request = struct.pack(">hhih", 18, 0, 1, -1)  # ApiVersions v0, correlation id 1, no client id
     sock.sendall(struct.pack(">i", len(request)) + request)
-    answer = b""
-    while len(answer) < 8:
-        answer += sock.recv(65536)
-    assert struct.unpack(">i", answer[4:8])[0] == 1
+    answer = read_frame(sock)
+    assert struct.unpack(">i", answer[:4])[0] == 1
     sys.stdout.write("MODULES " + json.dumps(sorted(sys.modules)) + "\n")
+    if len(sys.argv) > 3:
+        from kafkawire import framing
+        versions = framing.read_response(answer, 18, 0).body.api_keys
+        answered = each_deferred_api(sock, {v.api_key: v.max_version for v in versions})
+        sys.stdout.write("ANSWERED " + json.dumps(answered) + "\n")
+        sys.stdout.write("MODULES " + json.dumps(sorted(sys.modules)) + "\n")
     sys.stdout.flush()
     os._exit(0)
 
@@ -52,24 +89,43 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def loaded_by(code: str, *argv: str) -> list[str]:
-    """``sys.modules`` of a fresh interpreter that ran ``code`` (which prints it after ``MODULES``)."""
+def reported_by(code: str, *argv: str) -> dict[str, list]:
+    """What a fresh interpreter that ran ``code`` printed: each line ``NAME <json>`` (the last of a name)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True,
                           timeout=120)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("MODULES ")]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("MODULES ", "ANSWERED ")))
     assert done.returncode == 0 and lines, done.stdout + done.stderr
-    return json.loads(lines[-1].removeprefix("MODULES "))
+    return {name: json.loads(value) for name, value in lines.items()}
 
 
-def forbidden(modules: list[str]) -> list[str]:
-    return [name for name in modules if any(name == prefix or name.startswith(prefix + ".") for prefix in NOT_LOADED)]
+def loaded_by(code: str, *argv: str) -> list[str]:
+    """``sys.modules`` of a fresh interpreter that ran ``code`` (which prints it after ``MODULES``)."""
+    return reported_by(code, *argv)["MODULES"]
+
+
+def forbidden(modules: list[str], names: tuple[str, ...] = NOT_LOADED) -> list[str]:
+    return [name for name in modules if any(name == prefix or name.startswith(prefix + ".") for prefix in names)]
 
 
 def test_the_broker_command_answers_without_loading_other_commands_modules(tmp_path):
     modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
     assert "kafkawire.broker.server" in modules  # (the run did get that far)
     assert forbidden(modules) == []
+
+
+def test_the_broker_loads_its_apis_compression_and_oauth_http_on_first_use(tmp_path):
+    modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
+    assert "kafkawire.broker.apis.share" in modules  # (share groups' stored state is recovered at start)
+    assert forbidden(modules, DEFERRED) == []
+
+
+def test_each_api_loaded_on_first_use_answers_its_first_request(tmp_path):
+    from kafkawire.broker.dispatch.handlers import ROUTES
+    report = reported_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"), "each-api")
+    assert report["ANSWERED"] == list(ROUTES)
+    apis = {f"kafkawire.broker.apis.{module}" for module, _, _ in ROUTES.values()}
+    assert apis <= set(report["MODULES"])
 
 
 def test_the_client_loads_none_of_them():

@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from typing import Any
 
-from ..apis.acls import AclApis
-from ..apis.cluster import ClusterApis
-from ..apis.consumer_groups import ConsumerGroupApis
-from ..apis.config_resources import ConfigResourceApis
-from ..apis.configs import ConfigApis
-from ..apis.fetch import FetchApi
-from ..apis.group_admin import GroupAdminApis
-from ..apis.list_offsets import ListOffsetsApi
-from ..apis.metadata import MetadataApi
-from ..apis.offsets import OffsetApis
-from ..apis.partitions_admin import PartitionAdminApis
 from ..apis.produce import ProduceHandler
-from ..apis.producer_ids import ProducerIdApi
-from ..apis.quorum import QuorumApis
-from ..apis.scram_credentials import ScramCredentialApis
 from ..apis.share import ShareApis
-from ..apis.share_offsets import ShareOffsetApis
 from ..apis.state import BrokerState, RequestContext
-from ..apis.telemetry import TelemetryApis
-from ..apis.topics import TopicApis
-from ..apis.transactions import TransactionApis
 from .coordinator_keys import coordinator_keys
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
@@ -36,6 +19,7 @@ from .error_responses import error_response
 from ..fetch.reads import FetchPurgatory
 from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
+from ..groups.group_configs import GroupConfigs
 from ..node_view import NodeView, SingleNode
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
@@ -43,9 +27,61 @@ from ..topics import TopicManager
 from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
 from .versions import served_versions, with_transaction_version
 
-__all__ = ["Handlers"]
+__all__ = ["Handlers", "ROUTES"]
 
 log = logging.getLogger(__name__)
+
+# API key -> (its module in ``broker.apis``, the handler class there, the method that answers it). The
+# module is imported, and the class built over the shared state, when the first such request arrives, so
+# a broker loads only the APIs it is asked for. Registering an API is one line here (a class that needs
+# more than the state also names its other arguments in ``Handlers._arguments``).
+ROUTES: dict[int, tuple[str, str, str]] = {
+    ApiKey.FETCH: ("fetch", "FetchApi", "fetch"),
+    ApiKey.LIST_OFFSETS: ("list_offsets", "ListOffsetsApi", "list_offsets"),
+    ApiKey.METADATA: ("metadata", "MetadataApi", "metadata"),
+    ApiKey.OFFSET_COMMIT: ("offsets", "OffsetApis", "offset_commit"),
+    ApiKey.OFFSET_FETCH: ("offsets", "OffsetApis", "offset_fetch"),
+    ApiKey.FIND_COORDINATOR: ("cluster", "ClusterApis", "find_coordinator"),
+    ApiKey.API_VERSIONS: ("cluster", "ClusterApis", "api_versions"),
+    ApiKey.DESCRIBE_CLUSTER: ("cluster", "ClusterApis", "describe_cluster"),
+    ApiKey.DESCRIBE_QUORUM: ("quorum", "QuorumApis", "describe_quorum"),
+    ApiKey.CREATE_TOPICS: ("topics", "TopicApis", "create_topics"),
+    ApiKey.DELETE_TOPICS: ("topics", "TopicApis", "delete_topics"),
+    ApiKey.DELETE_RECORDS: ("partitions_admin", "PartitionAdminApis", "delete_records"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("partitions_admin", "PartitionAdminApis", "offset_for_leader_epoch"),
+    ApiKey.DESCRIBE_LOG_DIRS: ("partitions_admin", "PartitionAdminApis", "describe_log_dirs"),
+    ApiKey.CREATE_PARTITIONS: ("partitions_admin", "PartitionAdminApis", "create_partitions"),
+    ApiKey.ELECT_LEADERS: ("partitions_admin", "PartitionAdminApis", "elect_leaders"),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: ("partitions_admin", "PartitionAdminApis", "describe_topic_partitions"),
+    ApiKey.INIT_PRODUCER_ID: ("producer_ids", "ProducerIdApi", "init_producer_id"),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ("transactions", "TransactionApis", "add_partitions_to_txn"),
+    ApiKey.ADD_OFFSETS_TO_TXN: ("transactions", "TransactionApis", "add_offsets_to_txn"),
+    ApiKey.END_TXN: ("transactions", "TransactionApis", "end_txn"),
+    ApiKey.WRITE_TXN_MARKERS: ("transactions", "TransactionApis", "write_txn_markers"),
+    ApiKey.TXN_OFFSET_COMMIT: ("transactions", "TransactionApis", "txn_offset_commit"),
+    ApiKey.DESCRIBE_PRODUCERS: ("transactions", "TransactionApis", "describe_producers"),
+    ApiKey.DESCRIBE_TRANSACTIONS: ("transactions", "TransactionApis", "describe_transactions"),
+    ApiKey.LIST_TRANSACTIONS: ("transactions", "TransactionApis", "list_transactions"),
+    ApiKey.DESCRIBE_ACLS: ("acls", "AclApis", "describe_acls"),
+    ApiKey.CREATE_ACLS: ("acls", "AclApis", "create_acls"),
+    ApiKey.DELETE_ACLS: ("acls", "AclApis", "delete_acls"),
+    ApiKey.DESCRIBE_CONFIGS: ("configs", "ConfigApis", "describe_configs"),
+    ApiKey.ALTER_CONFIGS: ("configs", "ConfigApis", "alter_configs"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ("configs", "ConfigApis", "incremental_alter_configs"),
+    ApiKey.LIST_CONFIG_RESOURCES: ("config_resources", "ConfigResourceApis", "list_config_resources"),
+    ApiKey.DELETE_GROUPS: ("group_admin", "GroupAdminApis", "delete_groups"),
+    ApiKey.OFFSET_DELETE: ("group_admin", "GroupAdminApis", "offset_delete"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis",
+                                             "describe_user_scram_credentials"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis", "alter_user_scram_credentials"),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_groups", "ConsumerGroupApis", "heartbeat"),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_groups", "ConsumerGroupApis", "describe"),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ("telemetry", "TelemetryApis", "get_telemetry_subscriptions"),
+    ApiKey.PUSH_TELEMETRY: ("telemetry", "TelemetryApis", "push_telemetry"),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ("share_offsets", "ShareOffsetApis", "describe_offsets"),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: ("share_offsets", "ShareOffsetApis", "alter_offsets"),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: ("share_offsets", "ShareOffsetApis", "delete_offsets"),
+}
 
 
 class Handlers:
@@ -73,8 +109,6 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
-        offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         if shared is not None:
             producer_ids, self.transactions = shared.producer_ids, shared.transactions
         else:
@@ -90,27 +124,26 @@ class Handlers:
                                        transactions=self.transactions, metrics=metrics,
                                        verify_transactions=config.transaction_partition_verification,
                                        view=self.state.view)
-        txn = TransactionApis(self.state, self.transactions)
-        consumer_groups = ConsumerGroupApis(self.state)
-        acls, scram_apis = AclApis(self.state), ScramCredentialApis(self.state)
         self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
         self.client_metrics.load()
-        configs, admin = ConfigApis(self.state, self.client_metrics), PartitionAdminApis(self.state)
-        telemetry = TelemetryApis(self.state, self.client_metrics)
-        # share groups: state shared with the other nodes of an in-process cluster, as transactions are
+        # share groups: state shared with the other nodes of an in-process cluster, as transactions are;
+        # built now, as their durable state is recovered at start
         self.share = ShareApis(self.state, shared.share if shared is not None else None, metrics)
-        group_admin = GroupAdminApis(self.state, self.share)
-        share_offsets = ShareOffsetApis(self.state, self.share)
+        # the groups' own configs (in memory only where a coordinator is built without them, as in tests)
+        group_configs = groups.configs if groups.configs is not None else GroupConfigs(config)
+        # what a handler class in ROUTES takes after the shared state
+        self._arguments: dict[str, tuple[Any, ...]] = {
+            "FetchApi": (metrics,), "TransactionApis": (self.transactions,),
+            "ProducerIdApi": (producer_ids, self.transactions),
+            "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
+            "ConfigResourceApis": (group_configs, self.client_metrics),
+            "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,)}
+        self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         join_group = groups.membership.join_group
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
+            **{api_key: self._on_first_use(api_key, *route) for api_key, route in ROUTES.items()},
             ApiKey.PRODUCE: self.producer.produce,
-            ApiKey.FETCH: fetch.fetch,
-            ApiKey.LIST_OFFSETS: ListOffsetsApi(self.state).list_offsets,
-            ApiKey.METADATA: metadata.metadata,
-            ApiKey.OFFSET_COMMIT: offsets.offset_commit,
-            ApiKey.OFFSET_FETCH: offsets.offset_fetch,
-            ApiKey.FIND_COORDINATOR: cluster.find_coordinator,
             ApiKey.JOIN_GROUP: group(ApiKey.JOIN_GROUP, lambda request, version, context: join_group(
                 request, version, context.client_id, context.client_host)),
             ApiKey.HEARTBEAT: group(ApiKey.HEARTBEAT, _plain(groups.membership.heartbeat)),
@@ -118,50 +151,26 @@ class Handlers:
             ApiKey.SYNC_GROUP: group(ApiKey.SYNC_GROUP, _plain(groups.membership.sync_group)),
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.LIST_GROUPS: self._list_groups,
-            ApiKey.API_VERSIONS: cluster.api_versions,
-            ApiKey.CREATE_TOPICS: topic_apis.create_topics,
-            ApiKey.DELETE_TOPICS: topic_apis.delete_topics,
-            ApiKey.DELETE_RECORDS: admin.delete_records,
-            ApiKey.INIT_PRODUCER_ID: ProducerIdApi(self.state, producer_ids, self.transactions).init_producer_id,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: admin.offset_for_leader_epoch,
-            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
-            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
-            ApiKey.END_TXN: txn.end_txn,
-            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
-            ApiKey.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
-            ApiKey.DESCRIBE_ACLS: acls.describe_acls,
-            ApiKey.CREATE_ACLS: acls.create_acls,
-            ApiKey.DELETE_ACLS: acls.delete_acls,
-            ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
-            ApiKey.ALTER_CONFIGS: configs.alter_configs,
-            ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
-            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
-            ApiKey.DELETE_GROUPS: group_admin.delete_groups,
-            ApiKey.ELECT_LEADERS: admin.elect_leaders,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
-            ApiKey.OFFSET_DELETE: group_admin.offset_delete,
-            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
-            ApiKey.DESCRIBE_CLUSTER: cluster.describe_cluster,
-            ApiKey.DESCRIBE_QUORUM: QuorumApis(self.state).describe_quorum,
-            ApiKey.LIST_CONFIG_RESOURCES: ConfigResourceApis(
-                self.state, configs.group_configs, self.client_metrics).list_config_resources,
-            ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
-            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
-            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.heartbeat,
-            ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.describe,
-            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: telemetry.get_telemetry_subscriptions,
-            ApiKey.PUSH_TELEMETRY: telemetry.push_telemetry,
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: admin.describe_topic_partitions,
             ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
             ApiKey.SHARE_FETCH: self.share.share_fetch,
             ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.describe_offsets,
-            ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_offsets,
-            ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_offsets,
         }
+
+    def _on_first_use(self, api_key: int, module: str, class_name: str,
+                      method: str) -> Callable[..., Awaitable[Any]]:
+        """A table entry that imports the API's module, builds its handler object (one per class,
+        shared by its APIs) and puts the handler's method in its place, on the first request."""
+        def first_request(request: Any, version: int, context: RequestContext) -> Awaitable[Any]:
+            api = self._apis.get(class_name)
+            if api is None:
+                api_class = getattr(import_module(f"..apis.{module}", __package__), class_name)
+                api = self._apis[class_name] = api_class(self.state, *self._arguments.get(class_name, ()))
+            handler: Callable[..., Awaitable[Any]] = getattr(api, method)
+            if self.table.get(api_key) is first_request:  # (unless something else has taken the key since)
+                self.table[api_key] = handler
+            return handler(request, version, context)
+        return first_request
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def checked(request: Any, version: int, context: RequestContext) -> Any:

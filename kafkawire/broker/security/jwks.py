@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 if TYPE_CHECKING:
     from jwt import PyJWK, PyJWKSet
@@ -102,6 +101,7 @@ class JwksKeys:
 
     def __init__(self, settings: JwksSettings):
         import jwt  # (ListenerSecurity checked that PyJWT is installed)
+        from urllib.request import url2pathname  # (urllib.request loads http and email: only with a key set)
 
         self.settings = settings
         self.url = settings.url
