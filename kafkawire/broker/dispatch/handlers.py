@@ -11,6 +11,7 @@ from ..apis.cluster import ClusterApis
 from ..apis.consumer_groups import ConsumerGroupApis
 from ..apis.config_resources import ConfigResourceApis
 from ..apis.configs import ConfigApis
+from ..apis.features import FeatureApis, FinalizedFeatures
 from ..apis.fetch import FetchApi
 from ..apis.group_admin import GroupAdminApis
 from ..apis.list_offsets import ListOffsetsApi
@@ -41,7 +42,7 @@ from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
 from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
-from .versions import served_versions, with_transaction_version
+from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction_version
 
 __all__ = ["Handlers"]
 
@@ -55,6 +56,7 @@ class Handlers:
     producer_ids: ProducerIdBlock
     transactions: TransactionCoordinator
     share: ShareApis
+    features: FinalizedFeatures
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
@@ -62,9 +64,13 @@ class Handlers:
         """``view``: what this node leads and coordinates (default: everything, a single broker);
         ``shared``: another node's handlers, whose purgatory and transaction coordinator this node
         shares (an in-process cluster's nodes serve the same logs)."""
+        # the finalized features, one set for an in-process cluster's nodes
+        self.features = shared.features if shared is not None else FinalizedFeatures(
+            config.data_dir / "features.json", config.transaction_version)
+        served = served_versions(upstream=config.upstream_versions)
         self.state = BrokerState(
             config, topics, groups, port,
-            with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
+            dict(with_transaction_version(served, self.features.level("transaction.version"))),  # changes live
             shared.purgatory if shared is not None else FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
             scram if scram is not None else ScramStore(None), authorizer,
@@ -73,7 +79,10 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
-        cluster, metadata, fetch = ClusterApis(self.state), MetadataApi(self.state), FetchApi(self.state, metrics)
+        self._served = served  # before transaction.version caps it
+        self.features.listeners.append(self._apply_transaction_version)
+        cluster, metadata = ClusterApis(self.state, self.features), MetadataApi(self.state)
+        fetch = FetchApi(self.state, metrics)
         offsets, topic_apis = OffsetApis(self.state), TopicApis(self.state)
         if shared is not None:
             producer_ids, self.transactions = shared.producer_ids, shared.transactions
@@ -144,6 +153,7 @@ class Handlers:
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
             ApiKey.DESCRIBE_CLUSTER: cluster.describe_cluster,
             ApiKey.DESCRIBE_QUORUM: QuorumApis(self.state).describe_quorum,
+            ApiKey.UPDATE_FEATURES: FeatureApis(self.state, self.features).update_features,
             ApiKey.LIST_CONFIG_RESOURCES: ConfigResourceApis(
                 self.state, configs.group_configs, self.client_metrics).list_config_resources,
             ApiKey.DESCRIBE_PRODUCERS: txn.describe_producers,
@@ -162,6 +172,13 @@ class Handlers:
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_offsets,
             ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_offsets,
         }
+
+    def _apply_transaction_version(self, levels: dict[str, int]) -> None:
+        """Serves the KIP-890 part 2 versions only while transaction.version is finalized at 2 or more
+        (in place: connections read this node's table on every request)."""
+        capped = with_transaction_version(self._served, levels.get("transaction.version", 0))
+        for key in TRANSACTION_V2_VERSIONS:
+            self.versions[key] = capped[key]
 
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def checked(request: Any, version: int, context: RequestContext) -> Any:
