@@ -206,6 +206,8 @@ class Handlers:
         return response
 
     def close(self) -> None:
+        if self._apply_transaction_version in self.features.listeners:  # a stopped node serves nothing
+            self.features.listeners.remove(self._apply_transaction_version)
         self.producer.close()
         self.share.close()
         if self._owns_transactions:

@@ -180,3 +180,13 @@ def test_a_cluster_shares_its_finalized_features(tmp_path):
                 assert (levels["transaction.version"], epoch, newest) == (1, 1, BEFORE_KIP_890)
                 assert _update(client, 2, ("transaction.version", 5, UPGRADE)).error_message == _invalid(
                     "transaction.version", 5, "Local controller 1 only supports versions 0-2")
+        # a node started again serves the cluster's level, and a change made while it was down
+        running.call(running.cluster.stop_broker(2))
+        with RawClient(ports[0]) as client:
+            assert _update(client, 2, ("transaction.version", 2, UPGRADE)).error_code == 0
+        running.call(running.cluster.start_broker(2))
+        port = int(running.cluster.broker(2).bootstrap_for("PLAINTEXT").rsplit(":", 1)[1])
+        with RawClient(port) as client:
+            levels, epoch, newest = _finalized(client)
+            assert (levels["transaction.version"], epoch) == (2, 2)
+            assert all(newest[key] >= first for key, first in KIP_890_VERSIONS.items())
