@@ -20,7 +20,7 @@ from ..persistence.atomic_file import write_json_atomically
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
 
-__all__ = ["FinalizedFeatures", "FeatureApis", "METADATA_VERSION", "SUPPORTED_FEATURES"]
+__all__ = ["FinalizedFeatures", "FeatureApis", "METADATA_VERSION", "SUPPORTED_FEATURES", "report_features"]
 
 log = logging.getLogger(__name__)
 
