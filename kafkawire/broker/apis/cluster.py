@@ -8,6 +8,7 @@ from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..node_view import GROUP, TRANSACTION
 from ..security.acls import Operation, ResourceType
+from .features import FinalizedFeatures, report_features
 from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext
 
@@ -23,9 +24,10 @@ _CLUSTER_OPERATIONS = (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DES
 
 
 class ClusterApis:
-    def __init__(self, state: BrokerState):
+    def __init__(self, state: BrokerState, features: FinalizedFeatures):
         self.state = state
         self.config = state.config
+        self.features = features
 
     async def api_versions(self, request: m.ApiVersionsRequest, version: int,
                            context: RequestContext) -> m.ApiVersionsResponse:
@@ -34,12 +36,7 @@ class ClusterApis:
                 if key in CONTROLLER_APIS or not context.listener.controller]
         response = m.ApiVersionsResponse(error_code=0, api_keys=keys)
         if version >= 3:  # the features clients look at: transaction.version picks KIP-890's protocol
-            level = self.config.transaction_version
-            response.supported_features = [m.ApiVersionsResponse.SupportedFeatureKey(
-                name="transaction.version", min_version=0, max_version=2)]
-            response.finalized_features_epoch = 0
-            response.finalized_features = [m.ApiVersionsResponse.FinalizedFeatureKey(
-                name="transaction.version", max_version_level=level, min_version_level=level)]
+            report_features(response, self.features)
         return response
 
     async def describe_cluster(self, request: m.DescribeClusterRequest, version: int,

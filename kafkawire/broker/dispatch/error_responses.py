@@ -24,13 +24,14 @@ _TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
                         ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.DESCRIBE_ACLS, ApiKey.LIST_TRANSACTIONS,
                         ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SASL_AUTHENTICATE,
                         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLUSTER, ApiKey.OFFSET_DELETE,
-                        ApiKey.DESCRIBE_QUORUM, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
+                        ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
                         ApiKey.LIST_CONFIG_RESOURCES, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH,
                         ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 # ... of which these also name a producer (none: -1) and these carry the error's message.
 _WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
 _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-                           ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_QUORUM, ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                           ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
+                           ApiKey.CONSUMER_GROUP_HEARTBEAT,
                            ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
                            ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import Any
 
+from ..apis.features import FinalizedFeatures
 from ..apis.produce import ProduceHandler
 from ..apis.share import ShareApis
 from ..apis.state import BrokerState, RequestContext
@@ -25,7 +26,7 @@ from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
 from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
-from .versions import served_versions, with_transaction_version
+from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction_version
 
 __all__ = ["Handlers", "ROUTES"]
 
@@ -45,6 +46,7 @@ ROUTES: dict[int, tuple[str, str, str]] = {
     ApiKey.API_VERSIONS: ("cluster", "ClusterApis", "api_versions"),
     ApiKey.DESCRIBE_CLUSTER: ("cluster", "ClusterApis", "describe_cluster"),
     ApiKey.DESCRIBE_QUORUM: ("quorum", "QuorumApis", "describe_quorum"),
+    ApiKey.UPDATE_FEATURES: ("features", "FeatureApis", "update_features"),
     ApiKey.CREATE_TOPICS: ("topics", "TopicApis", "create_topics"),
     ApiKey.DELETE_TOPICS: ("topics", "TopicApis", "delete_topics"),
     ApiKey.DELETE_RECORDS: ("partitions_admin", "PartitionAdminApis", "delete_records"),
@@ -91,6 +93,7 @@ class Handlers:
     producer_ids: ProducerIdBlock
     transactions: TransactionCoordinator
     share: ShareApis
+    features: FinalizedFeatures
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
@@ -98,9 +101,13 @@ class Handlers:
         """``view``: what this node leads and coordinates (default: everything, a single broker);
         ``shared``: another node's handlers, whose purgatory and transaction coordinator this node
         shares (an in-process cluster's nodes serve the same logs)."""
+        # the finalized features, one set for an in-process cluster's nodes
+        self.features = shared.features if shared is not None else FinalizedFeatures(
+            config.data_dir / "features.json", config.transaction_version)
+        served = served_versions(upstream=config.upstream_versions)
         self.state = BrokerState(
             config, topics, groups, port,
-            with_transaction_version(served_versions(upstream=config.upstream_versions), config.transaction_version),
+            dict(with_transaction_version(served, self.features.level("transaction.version"))),  # changes live
             shared.purgatory if shared is not None else FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
             scram if scram is not None else ScramStore(None), authorizer,
@@ -109,6 +116,8 @@ class Handlers:
         self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
+        self._served = served  # before transaction.version caps it
+        self.features.listeners.append(self._apply_transaction_version)
         if shared is not None:
             producer_ids, self.transactions = shared.producer_ids, shared.transactions
         else:
@@ -137,6 +146,7 @@ class Handlers:
             "ProducerIdApi": (producer_ids, self.transactions),
             "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
             "ConfigResourceApis": (group_configs, self.client_metrics),
+            "ClusterApis": (self.features,), "FeatureApis": (self.features,),
             "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
@@ -172,6 +182,13 @@ class Handlers:
             return handler(request, version, context)
         return first_request
 
+    def _apply_transaction_version(self, levels: dict[str, int]) -> None:
+        """Serves the KIP-890 part 2 versions only while transaction.version is finalized at 2 or more
+        (in place: connections read this node's table on every request)."""
+        capped = with_transaction_version(self._served, levels.get("transaction.version", 0))
+        for key in TRANSACTION_V2_VERSIONS:
+            self.versions[key] = capped[key]
+
     def _group_api(self, api_key: int, handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def checked(request: Any, version: int, context: RequestContext) -> Any:
             if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
@@ -198,6 +215,8 @@ class Handlers:
         return response
 
     def close(self) -> None:
+        if self._apply_transaction_version in self.features.listeners:  # a stopped node serves nothing
+            self.features.listeners.remove(self._apply_transaction_version)
         self.producer.close()
         self.share.close()
         if self._owns_transactions:

@@ -197,6 +197,10 @@ CASES = [
     ("ListConfigResources", 1, lambda: m.ListConfigResourcesRequest(resource_types=[2]),  # DESCRIBE_CONFIGS, cluster
      lambda r: r.error_code == 0 and TOPIC in [c.resource_name for c in r.config_resources],
      lambda r: r.error_code == CLUSTER_AUTH and not r.config_resources),
+    ("UpdateFeatures", 1, lambda: m.UpdateFeaturesRequest(validate_only=True, feature_updates=[  # ALTER, cluster
+        m.UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version", max_version_level=1, upgrade_type=2)]),
+     lambda r: r.error_code == 0 and [f.feature for f in r.results] == ["transaction.version"],
+     lambda r: r.error_code == CLUSTER_AUTH and r.error_message == "Cluster authorization failed." and not r.results),
 ]
 
 
