@@ -307,3 +307,51 @@ def test_a_commit_waits_for_a_new_session_to_send_its_acknowledgements():
     assert not acknowledge.is_fetch and _acks(acknowledge) == [(0, 1, [ACCEPT])]
     fetcher.handle_acknowledge_response(acknowledge, m.ShareAcknowledgeResponse())
     assert commit.done and commit.results == {TP: None}
+
+
+def test_the_driver_connects_to_the_subscribed_topics_leaders_before_the_assignment():
+    """Joining: the fetch connection to the leaders of the subscribed topics opens while the group is
+    still to assign them, so that the first ShareFetch does not wait for it once the assignment comes."""
+    import asyncio
+
+    from kafkawire.client.aio.connection import FETCH_ROLE
+    from kafkawire.client.aio.share_driver import ShareDriver
+    from kafkawire.client.core.cluster_metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+    from kafkawire.client.errors import KafkaConnectionError
+
+    class Connections:
+        def __init__(self) -> None:
+            self.opened: list[tuple[int, str]] = []
+
+        def get_ready(self, node: int, role: str) -> None:
+            return None
+
+        async def connection(self, node: int, role: str) -> None:
+            self.opened.append((node, role))
+            raise KafkaConnectionError("not in this test")
+
+    class Metadata:
+        def request_update(self) -> None:
+            pass
+
+    async def run() -> list[tuple[int, str]]:
+        cluster = ClusterMetadata()
+        cluster.brokers = {7: BrokerInfo(7, "localhost", 1, None), 8: BrokerInfo(8, "localhost", 2, None)}
+        cluster.topics = {"jobs": TopicInfo("jobs", TOPIC_ID, {0: PartitionInfo("jobs", 0, 7)}),
+                          "other": TopicInfo("other", uuid.uuid4(), {0: PartitionInfo("other", 0, 8)})}
+        config = ShareConsumerConfig(bootstrap_servers=("unused:9092",), group_id="g")
+        member = ShareMember("g")
+        member.subscribe(("jobs",), 0)
+        connections = Connections()
+        tasks: list[asyncio.Task[None]] = []
+
+        def spawn(coroutine):
+            tasks.append(asyncio.get_running_loop().create_task(coroutine))
+            return tasks[-1]
+
+        driver = ShareDriver(config, member, ShareFetcher(config, member.member_id), connections,  # type: ignore[arg-type]
+                             Metadata(), {}, spawn=spawn, wake=lambda: None)  # type: ignore[arg-type]
+        driver.update_leaders(cluster)  # no assignment yet
+        await asyncio.gather(*tasks)
+        return connections.opened
+    assert asyncio.run(run()) == [(7, FETCH_ROLE)]  # the subscribed topic's leader only
