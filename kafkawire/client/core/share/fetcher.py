@@ -49,6 +49,7 @@ __all__ = ["ShareFetcher", "ShareRequest", "Commit", "AcknowledgementResult", "R
 log = logging.getLogger(__name__)
 
 RENEW_VERSION = 2  # ShareFetch / ShareAcknowledge: IsRenewAck and ShareAcquireMode
+_TYPES = {int(kind): kind for kind in AcknowledgeType}
 _AUTHORIZATION_ERRORS = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 
 # (offsets acknowledged per partition, None or the error): what the acknowledgement commit callback gets
@@ -209,7 +210,7 @@ class ShareFetcher:
     def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType | int) -> None:
         """Acknowledge one record of the last poll (explicit mode). RENEW keeps it acquired, still to be
         acknowledged; the others end it."""
-        kind = AcknowledgeType(kind)
+        kind = _TYPES.get(kind) or AcknowledgeType(kind)  # (a lookup: the enum's call costs more than the rest)
         if not self.config.explicit:
             raise RuntimeError("acknowledge() needs share.acknowledgement.mode=explicit")
         offsets = self._delivered.get(tp)
