@@ -188,6 +188,7 @@ def core_cost(batches: int = 100, per_batch: int = MAX_POLL_RECORDS, value_size:
     Response = m.ShareFetchResponse
     started = time.process_time()
     for index, data in enumerate(logs):
+        assert not fetcher.poll(per_batch)  # accepts the last batch: the next fetch carries that
         (request,) = fetcher.prepare_requests()
         first = index * per_batch
         fetcher.handle_fetch_response(request, Response(responses=[Response.ShareFetchableTopicResponse(

@@ -206,17 +206,35 @@ read_record(Cursor *c, int64_t base_offset, int64_t base_timestamp, PyObject *fi
     return 0;
 }
 
+/* The offset of the record at c->pos and where it ends, without reading its fields; 0 or MALFORMED. */
+static int
+peek_record(Cursor c, int64_t base_offset, int64_t *offset, Py_ssize_t *end)
+{
+    int32_t length, offset_delta;
+    int64_t timestamp_delta;
+    if (read_varint(&c, &length) || length < MIN_RECORD_SIZE - 1 || length > c.size - c.pos)
+        return MALFORMED;
+    *end = c.pos + length;
+    c.pos += 1;  /* attributes */
+    if (read_varlong(&c, &timestamp_delta) || read_varint(&c, &offset_delta) || c.pos > *end)
+        return MALFORMED;
+    *offset = wrapping_add(base_offset, offset_delta);
+    return 0;
+}
+
 static PyObject *
 read_rows(PyObject *module, PyObject *args)
 {
     Py_buffer buffer;
     Py_ssize_t count;
     long long base_offset, base_timestamp;
-    PyObject *fixed_timestamp, *context;
+    long long first = INT64_MIN, last = INT64_MAX;
+    PyObject *fixed_timestamp, *context, *tail = NULL;
     PyTypeObject *row_type;
-    if (!PyArg_ParseTuple(args, "y*nLLOO!O!", &buffer, &count, &base_offset, &base_timestamp, &fixed_timestamp,
-                          &PyTuple_Type, &context, &PyType_Type, &row_type))
+    if (!PyArg_ParseTuple(args, "y*nLLOO!O!|O!LL", &buffer, &count, &base_offset, &base_timestamp, &fixed_timestamp,
+                          &PyTuple_Type, &context, &PyType_Type, &row_type, &PyTuple_Type, &tail, &first, &last))
         return NULL;
+    Py_ssize_t tail_size = tail == NULL ? 0 : PyTuple_GET_SIZE(tail);
     PyObject *rows = NULL;
     if (header_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "set_header_type() was not called");
@@ -239,11 +257,25 @@ read_rows(PyObject *module, PyObject *args)
         rows = Py_NewRef(Py_None);  /* the Python reader says why */
         goto done;
     }
-    rows = PyList_New(count);
+    int bounded = first != INT64_MIN || last != INT64_MAX;
+    rows = PyList_New(bounded ? 0 : count);
     if (rows == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *row = row_type == &PyTuple_Type ? PyTuple_New(11) : row_type->tp_alloc(row_type, 11);
+        if (bounded) {  /* records outside [first, last] are stepped over, not made into rows */
+            int64_t offset;
+            Py_ssize_t end;
+            if (peek_record(c, base_offset, &offset, &end)) {
+                Py_SETREF(rows, Py_NewRef(Py_None));
+                goto done;
+            }
+            if (offset < first || offset > last) {
+                c.pos = end;
+                continue;
+            }
+        }
+        PyObject *row = row_type == &PyTuple_Type ? PyTuple_New(11 + tail_size)
+                                                  : row_type->tp_alloc(row_type, 11 + tail_size);
         if (row == NULL)
             goto fail;
         for (int k = 0; k < 4; k++) {
@@ -251,7 +283,20 @@ read_rows(PyObject *module, PyObject *args)
             Py_INCREF(value);
             PyTuple_SET_ITEM(row, k, value);
         }
-        PyList_SET_ITEM(rows, i, row);  /* owned by the list from here: freed with it on failure */
+        for (Py_ssize_t k = 0; k < tail_size; k++) {
+            PyObject *value = PyTuple_GET_ITEM(tail, k);
+            Py_INCREF(value);
+            PyTuple_SET_ITEM(row, 11 + k, value);
+        }
+        if (bounded) {
+            if (PyList_Append(rows, row) < 0) {
+                Py_DECREF(row);
+                goto fail;
+            }
+            Py_DECREF(row);  /* owned by the list from here: freed with it on failure */
+        } else {
+            PyList_SET_ITEM(rows, i, row);  /* owned by the list from here: freed with it on failure */
+        }
         int failed = read_record(&c, base_offset, base_timestamp, fixed_timestamp, row);
         if (failed < 0)
             goto fail;
@@ -550,8 +595,10 @@ set_header_type(PyObject *module, PyObject *type)
 
 static PyMethodDef methods[] = {
     {"read_rows", read_rows, METH_VARARGS,
-     "read_rows(data, count, base_offset, base_timestamp, fixed_timestamp, context, row_type) -> list | None\n"
-     "The rows of RecordBatch.rows; None when the records are malformed (the Python reader says why)."},
+     "read_rows(data, count, base_offset, base_timestamp, fixed_timestamp, context, row_type[, tail, first, last])\n"
+     "-> list | None\n"
+     "The rows of RecordBatch.rows (each ending with the values of `tail`, only the records with offsets\n"
+     "first..last); None when the records are malformed (the Python reader says why)."},
     {"read_columns", read_columns, METH_VARARGS,
      "read_columns(data, count, base_offset, base_timestamp, fixed_timestamp) -> tuple | None\n"
      "The buffers of RecordBatch.columns' arrays (offsets, timestamps, key starts and lengths, value starts and\n"

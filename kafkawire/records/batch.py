@@ -205,12 +205,25 @@ class RecordBatch:
         return columns
 
     def rows(self, context: tuple[Any, Any, Any, Any] = (None, None, None, None),
-             row_type: type[tuple[Any, ...]] = tuple) -> list[tuple[Any, ...]]:
+             row_type: type[tuple[Any, ...]] = tuple, tail: tuple[Any, ...] = (),
+             first: int | None = None, last: int | None = None) -> list[tuple[Any, ...]]:
         """The records as rows, one ``row_type`` (``tuple`` or a subclass of it) per record, holding
-        ``context + (offset, timestamp, key, value, headers, key_size, value_size)``: ``context`` is four
-        values every row starts with (a consumer's topic, partition, timestamp type and leader epoch),
-        key and value are bytes or None, headers a tuple of Header, sizes -1 for null. The fast path to
-        one object per record: each row is built with ``tuple.__new__`` as its record is read."""
+        ``context + (offset, timestamp, key, value, headers, key_size, value_size) + tail``: ``context`` is
+        four values every row starts with (a consumer's topic, partition, timestamp type and leader epoch),
+        key and value are bytes or None, headers a tuple of Header, sizes -1 for null, ``tail`` values every
+        row ends with (a share consumer's delivery count). The fast path to one object per record: each
+        row is built with ``tuple.__new__`` as its record is read. ``first``/``last``: only the records
+        with offsets in that range become rows (the others are stepped over, only their framing read)."""
+        if first is not None or last is not None or tail:
+            low = _INT64_MIN if first is None else first
+            high = _INT64_MAX if last is None else last
+            if _native is None:
+                return [tuple.__new__(row_type, (*row, *tail)) for row in self.rows(context) if low <= row[4] <= high]
+            return self._rows(context, row_type, (tail, low, high))
+        return self._rows(context, row_type, ())
+
+    def _rows(self, context: tuple[Any, Any, Any, Any], row_type: type[tuple[Any, ...]],
+              bounds: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         if len(context) != 4:
             raise ValueError(f"rows() takes a context of four values, not {len(context)}")
         data = self.records_data()
@@ -221,10 +234,16 @@ class RecordBatch:
         try:
             if _native is not None:
                 rows: list[tuple[Any, ...]] | None = _native.read_rows(
-                    data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, row_type)
+                    data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, row_type,
+                    *bounds)
                 if rows is not None:
                     return rows
                 # malformed: the Python reader reads it again and raises the error with its path and offset
+                if bounds:
+                    tail, low, high = bounds
+                    return [tuple.__new__(row_type, (*row, *tail)) for row in _read_rows(
+                        data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, tuple)
+                        if low <= row[4] <= high]
             return _read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context,
                               row_type)
         except RecordsError as error:

@@ -349,3 +349,29 @@ def test_read_columns_checks_its_arguments():
     with pytest.raises(OverflowError):
         native.read_columns(data, 1, 0, 0, 1 << 63)
     assert native.read_columns(data, -1, 0, 0, None) is None  # a negative count is the Python reader's to judge
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(records, st.integers(0, 1 << 40), st.integers(1, 1000), st.integers(-5, 40), st.integers(-5, 40),
+       st.lists(st.integers(), max_size=2))
+def test_bounded_rows_with_a_tail_are_the_full_rows_picked_and_extended(rows, base_offset, gap, low, high, tail):
+    """rows(first=, last=, tail=) (a share consumer's acquired records with their delivery count): the
+    rows of the records in that offset range, each ending with ``tail``, with and without the C reader."""
+    batch = build(rows, base_offset=base_offset, gap=gap)
+    first, last = base_offset + low * gap, base_offset + high * gap
+    expected = [Row((*row, *tail)) for row in batch.rows(("t", 3, 0, None)) if first <= row[4] <= last]
+    ours = batch.rows(("t", 3, 0, None), Row, tuple(tail), first, last)
+    assert_same_rows(ours, expected, Row)
+    with pure_python_records():
+        assert_same_rows(batch.rows(("t", 3, 0, None), Row, tuple(tail), first, last), expected, Row)
+
+
+def test_bounded_rows_of_malformed_records_raise_the_python_readers_error():
+    builder = RecordBatchBuilder()
+    builder.append(b"value", key=b"key")
+    blob = bytearray(builder.build())
+    blob[BATCH_HEADER_SIZE] = 0x7E  # the record's length now runs past the records
+    batch = RecordBatch(memoryview(blob))
+    assert native.read_rows(batch.records_data(), 1, 0, 0, None, ("t", 0, 0, None), tuple, (1,), 0, 0) is None
+    with pytest.raises(RecordsError, match="record length 63"):
+        batch.rows(tail=(1,), first=0, last=0)

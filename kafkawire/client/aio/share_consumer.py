@@ -238,7 +238,7 @@ class AsyncShareConsumer:
             records = self.fetcher.poll(max_records)
             self._run_callbacks()
             self._wake.clear()
-            self._driver.pump()  # the next fetch goes out (with these acknowledgements) while the application works
+            self._driver.pump()  # what is due goes out: acknowledgements, the next fetch once these are settled
             if records:
                 self._stats["records-consumed-total"] += len(records)
                 return records

@@ -111,8 +111,13 @@ class ShareDriver:
 
     # ---- leaders and fetch connections ---------------------------------------------------------------
     def update_leaders(self, cluster: ClusterMetadata) -> None:
-        """Give the fetcher the topic ids and the leaders whose fetch connection is up; connect to the others."""
+        """Give the fetcher the topic ids and the leaders whose fetch connection is up; connect to the others,
+        and to the leaders of the subscribed topics before the group assigns them (a share group may give
+        every member every partition), so that the connection is up when the assignment comes."""
         self.fetcher.set_topic_ids(cluster.topic_ids())
+        for node in set(cluster.leaders(self.member.subscription).values()):
+            if node is not None and self.connections.get_ready(node, FETCH_ROLE) is None:
+                self._connect(node)
         leaders: dict[TopicPartition, int | None] = {}
         for tp in self.fetcher.assignment() | self.fetcher.pending_partitions():
             node = cluster.leader(tp)

@@ -224,7 +224,7 @@ def test_close_leaves_the_group(broker):
 def test_kafkawire_and_confluent_kafka_members_share_one_group(broker):
     from confluent_kafka import ShareConsumer as ConfluentShareConsumer
     topic = _topic(broker, 200)
-    # ours takes at most 100 (50 handed out, 50 prefetched) until it polls again; theirs gets the rest
+    # ours takes at most 50 until it polls again (no fetch while they are unacknowledged); theirs gets the rest
     ours = ShareConsumer(bootstrap_servers=broker.bootstrap, group_id="mixed", max_poll_records=50,
                          share_acquire_mode="record_limit")
     ours.subscribe([topic])

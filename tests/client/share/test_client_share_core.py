@@ -186,20 +186,23 @@ def test_implicit_mode_accepts_the_last_poll_on_the_next_fetch():
     _answer(fetcher, opening, [(0, 2, 1)], _batch(0, 3))
     assert fetcher.prepare_requests() == []  # records wait in the buffer: no fetch
     assert [r.offset for r in fetcher.poll(10)] == [0, 1, 2]
+    # handed out, not accepted before the next poll: a fetch now would find their record locks still
+    # taken, so it waits for that poll and carries their acknowledgements
+    assert fetcher.prepare_requests() == []
+    assert fetcher.poll(10) == []
     (second,) = fetcher.prepare_requests()
-    assert second.body.share_session_epoch == 1 and second.body.topics == []  # nothing new in the session
+    assert second.body.share_session_epoch == 1 and _acks(second) == [(0, 2, [ACCEPT])]
     _answer(fetcher, second, [(3, 3, 1)], _batch(3, 1))
-    assert [r.offset for r in fetcher.poll(10)] == [3]  # and 0-2 are accepted now
+    assert [r.offset for r in fetcher.poll(10)] == [3]
+    assert fetcher.prepare_requests() == []
+    assert fetcher.poll(10) == []  # accepts 3
     (third,) = fetcher.prepare_requests()
-    assert third.is_fetch and third.body.share_session_epoch == 2
-    assert _acks(third) == [(0, 2, [ACCEPT])]  # (3 is accepted by the poll after)
-    # records handed out and not yet acknowledged: the fetch does not wait at the broker, which may
-    # hold back nothing but for this member's own acknowledgements
-    assert (opening.body.max_wait_ms, second.body.max_wait_ms, third.body.max_wait_ms) == (500, 0, 0)
+    assert third.is_fetch and third.body.share_session_epoch == 2 and _acks(third) == [(3, 3, [ACCEPT])]
+    # nothing of this member's holds the partition's locks when it fetches: the broker may wait for records
+    assert {opening.body.max_wait_ms, second.body.max_wait_ms, third.body.max_wait_ms} == {500}
     _answer(fetcher, third)
-    assert fetcher.poll(10) == []  # accepts 3; nothing handed out now
     (waiting,) = fetcher.prepare_requests()
-    assert waiting.body.max_wait_ms == 500 and _acks(waiting) == [(3, 3, [ACCEPT])]
+    assert waiting.body.max_wait_ms == 500 and _acks(waiting) == [] and waiting.body.topics == []
 
 
 def test_explicit_mode_needs_every_record_acknowledged_and_renew_goes_alone():
@@ -292,13 +295,63 @@ def test_a_commit_waits_for_a_new_session_to_send_its_acknowledgements():
     (opening,) = fetcher.prepare_requests()
     _answer(fetcher, opening, [(0, 1, 1)], _batch(0, 2))
     fetcher.poll(10)
-    (lost,) = fetcher.prepare_requests()  # (the next fetch; its connection fails)
-    fetcher.handle_failure(lost, ConnectionError("gone"))
+    assert fetcher.poll(10) == []  # accepts 0-1, for the next fetch
+    (lost,) = fetcher.prepare_requests()  # the broker lost the session: the acknowledgements are kept
+    fetcher.handle_fetch_response(lost, m.ShareFetchResponse(error_code=ErrorCode.SHARE_SESSION_NOT_FOUND))
     commit = fetcher.commit()
     (reopening,) = fetcher.prepare_requests()  # acknowledgements cannot open a session
     assert reopening.is_fetch and reopening.body.share_session_epoch == 0 and not commit.done
+    assert _acks(reopening) == []
     _answer(fetcher, reopening)
     (acknowledge,) = fetcher.prepare_requests()
     assert not acknowledge.is_fetch and _acks(acknowledge) == [(0, 1, [ACCEPT])]
     fetcher.handle_acknowledge_response(acknowledge, m.ShareAcknowledgeResponse())
     assert commit.done and commit.results == {TP: None}
+
+
+def test_the_driver_connects_to_the_subscribed_topics_leaders_before_the_assignment():
+    """Joining: the fetch connection to the leaders of the subscribed topics opens while the group is
+    still to assign them, so that the first ShareFetch does not wait for it once the assignment comes."""
+    import asyncio
+
+    from kafkawire.client.aio.connection import FETCH_ROLE
+    from kafkawire.client.aio.share_driver import ShareDriver
+    from kafkawire.client.core.cluster_metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+    from kafkawire.client.errors import KafkaConnectionError
+
+    class Connections:
+        def __init__(self) -> None:
+            self.opened: list[tuple[int, str]] = []
+
+        def get_ready(self, node: int, role: str) -> None:
+            return None
+
+        async def connection(self, node: int, role: str) -> None:
+            self.opened.append((node, role))
+            raise KafkaConnectionError("not in this test")
+
+    class Metadata:
+        def request_update(self) -> None:
+            pass
+
+    async def run() -> list[tuple[int, str]]:
+        cluster = ClusterMetadata()
+        cluster.brokers = {7: BrokerInfo(7, "localhost", 1, None), 8: BrokerInfo(8, "localhost", 2, None)}
+        cluster.topics = {"jobs": TopicInfo("jobs", TOPIC_ID, {0: PartitionInfo("jobs", 0, 7)}),
+                          "other": TopicInfo("other", uuid.uuid4(), {0: PartitionInfo("other", 0, 8)})}
+        config = ShareConsumerConfig(bootstrap_servers=("unused:9092",), group_id="g")
+        member = ShareMember("g")
+        member.subscribe(("jobs",), 0)
+        connections = Connections()
+        tasks: list[asyncio.Task[None]] = []
+
+        def spawn(coroutine):
+            tasks.append(asyncio.get_running_loop().create_task(coroutine))
+            return tasks[-1]
+
+        driver = ShareDriver(config, member, ShareFetcher(config, member.member_id), connections,  # type: ignore[arg-type]
+                             Metadata(), {}, spawn=spawn, wake=lambda: None)  # type: ignore[arg-type]
+        driver.update_leaders(cluster)  # no assignment yet
+        await asyncio.gather(*tasks)
+        return connections.opened
+    assert asyncio.run(run()) == [(7, FETCH_ROLE)]  # the subscribed topic's leader only

@@ -25,7 +25,11 @@ class Acknowledgements:
         self._ranges: list[tuple[int, int, int]] = []
 
     def add(self, offset: int, kind: int) -> None:
-        self._ranges.append((offset, offset, int(kind)))
+        ranges, kind = self._ranges, int(kind)
+        if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == kind:  # one record after another
+            ranges[-1] = (ranges[-1][0], offset, kind)
+        else:
+            ranges.append((offset, offset, kind))
 
     def add_range(self, first: int, last: int, kind: int) -> None:
         if last >= first:

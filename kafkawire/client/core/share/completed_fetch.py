@@ -11,9 +11,8 @@ charged to the consumer's memory pool until the records are handed out.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from kafkawire.errors import KafkaWireError
 from kafkawire.records import LegacyBatch, RecordBatch, iter_batches
@@ -97,35 +96,37 @@ class ShareCompletedFetch:
                 for first, last, _ in overlaps:
                     self.automatic.add_range(first, last, GAP)
                 continue
+            ready: list[ShareConsumerRecord] = []
             try:
-                rows = self._rows(batch)
+                if self.check_crcs:
+                    batch.verify()
+                for first, last, count in overlaps:  # only the acquired records become records, with their count
+                    rows = self._rows(batch, first, last, count)
+                    ready += rows
+                    if len(rows) != last - first + 1:  # offsets without a record (compaction): gaps
+                        present = set(map(record_offset, rows))
+                        for offset in range(first, last + 1):
+                            if offset not in present:
+                                self.automatic.add(offset, GAP)
             except KafkaWireError as error:
                 self._fail(error, batch.base_offset)
                 return False
-            ready: list[ShareConsumerRecord] = []
-            for first, last, count in overlaps:
-                low, high = bisect_left(rows, first, key=record_offset), bisect_right(rows, last, key=record_offset)
-                ready += [new(ShareConsumerRecord, (*row, count)) for row in rows[low:high]]
-                if high - low != last - first + 1:  # offsets without a record (compaction): gaps
-                    present = {record_offset(row) for row in rows[low:high]}
-                    for offset in range(first, last + 1):
-                        if offset not in present:
-                            self.automatic.add(offset, GAP)
             if ready:
                 self._ready = ready
                 return True
         return False
 
-    def _rows(self, batch: RecordBatch | LegacyBatch) -> list[Any]:
-        if self.check_crcs:
-            batch.verify()
+    def _rows(self, batch: RecordBatch | LegacyBatch, first: int, last: int, count: int) -> list[ShareConsumerRecord]:
+        """The records of ``batch`` with offsets ``first``..``last``, delivered for the ``count``th time."""
         topic, partition = self.topic_partition
         if isinstance(batch, RecordBatch):
             epoch = batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-            return cast("list[Any]", batch.rows((topic, partition, batch.timestamp_type, epoch)))
-        return [(topic, partition, batch.timestamp_type, None, r.offset, r.timestamp, r.key, r.value, (),
-                 -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value))
-                for r in batch.records(self.check_crcs)]
+            return cast("list[ShareConsumerRecord]", batch.rows(
+                (topic, partition, batch.timestamp_type, epoch), ShareConsumerRecord, (count,), first, last))
+        return [new(ShareConsumerRecord, (topic, partition, batch.timestamp_type, None, r.offset, r.timestamp, r.key,
+                                          r.value, (), -1 if r.key is None else len(r.key),
+                                          -1 if r.value is None else len(r.value), count))
+                for r in batch.records(self.check_crcs) if first <= r.offset <= last]
 
     def _mark_uncovered(self) -> None:
         """Acquired offsets that no batch of the response holds are gaps."""

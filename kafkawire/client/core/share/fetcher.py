@@ -3,11 +3,13 @@
 
 * Each broker leading assigned partitions gets one request at a time (its share session's epochs must
   follow each other): a ShareFetch for those partitions (MaxRecords and BatchSize ``max.poll.records``)
-  while fewer than ``max.poll.records`` of its records wait in the buffer, carrying the
-  acknowledgements made since (they wait for it). ``commit`` sends a ShareAcknowledge to each broker
-  with acknowledgements at once, and so do partitions no longer fetched; RENEWs go in a
-  ShareAcknowledge with IsRenewAck (a renewing ShareFetch fetches nothing). A fetch sent while records
-  handed out are not acknowledged yet does not wait at the broker (see ``_holding``).
+  once none of its records wait in the buffer and those handed out are acknowledged (implicit mode:
+  by the next poll), carrying the acknowledgements made since (they wait for it). Each acquired
+  record holds one of the share partition's record locks (``group.share.partition.max.record.locks``)
+  until it is acknowledged, so a fetch sent earlier finds the window taken by this member's own records
+  and comes back with part of it, a round trip for fewer records. ``commit`` sends a ShareAcknowledge
+  to each broker with acknowledgements at once, and so do partitions no longer fetched; RENEWs go in a
+  ShareAcknowledge with IsRenewAck (a renewing ShareFetch fetches nothing).
 * ``poll`` first settles the last poll's records: implicit mode ACCEPTs them all; explicit mode insists
   that each was acknowledged (``acknowledge``) and raises RuntimeError otherwise.
 * Every answered acknowledgement becomes a ``completed`` entry (offsets per partition, and the error),
@@ -47,6 +49,7 @@ __all__ = ["ShareFetcher", "ShareRequest", "Commit", "AcknowledgementResult", "R
 log = logging.getLogger(__name__)
 
 RENEW_VERSION = 2  # ShareFetch / ShareAcknowledge: IsRenewAck and ShareAcquireMode
+_TYPES = {int(kind): kind for kind in AcknowledgeType}
 _AUTHORIZATION_ERRORS = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 
 # (offsets acknowledged per partition, None or the error): what the acknowledgement commit callback gets
@@ -207,7 +210,7 @@ class ShareFetcher:
     def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType | int) -> None:
         """Acknowledge one record of the last poll (explicit mode). RENEW keeps it acquired, still to be
         acknowledged; the others end it."""
-        kind = AcknowledgeType(kind)
+        kind = _TYPES.get(kind) or AcknowledgeType(kind)  # (a lookup: the enum's call costs more than the rest)
         if not self.config.explicit:
             raise RuntimeError("acknowledge() needs share.acknowledgement.mode=explicit")
         offsets = self._delivered.get(tp)
@@ -265,7 +268,7 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
-        buffered = self._buffered_nodes()
+        busy = self._busy_nodes()
         requests = []
         for node in sorted(nodes - self._in_flight):
             session = self._sessions.setdefault(node, ShareSession(node))
@@ -279,7 +282,7 @@ class ShareFetcher:
             if session.is_open and (node in self._commits or renewing or (acks and not wanted)):
                 request = self._acknowledge_request(node, session.epoch, acks, renewing)
                 request.commit = self._commits.pop(node, None)
-            elif wanted and node not in buffered:
+            elif wanted and node not in busy:
                 fetched = {tp: a for tp, a in acks.items() if tp in wanted}
                 self._restore({tp: a for tp, a in acks.items() if tp not in wanted})
                 request = self._fetch_request(node, session, wanted, fetched)
@@ -293,13 +296,15 @@ class ShareFetcher:
             requests.append(request)
         return requests
 
-    def _buffered_nodes(self) -> set[int]:
-        """Brokers whose buffered records make a poll's worth: no fetch to them yet (KIP-41's prefetch:
-        the next fetch goes out while fewer are left, so that it is back by the time they are handed out)."""
-        left: dict[int, int] = {}
-        for node, fetch in self._buffered:
-            left[node] = left.get(node, 0) + fetch.remaining
-        return {node for node, count in left.items() if count >= self.config.max_poll_records}
+    def _busy_nodes(self) -> set[int]:
+        """Brokers not to fetch from yet: records of theirs wait in the buffer, or records handed out are
+        still to be acknowledged (RENEWed ones aside: they hold their locks on purpose)."""
+        busy = {node for node, fetch in self._buffered if fetch.remaining}
+        for tp, offsets in self._delivered.items():
+            node = self._leaders.get(tp)
+            if node is not None and not all(offsets.values()):
+                busy.add(node)
+        return busy
 
     def _pending_at(self, node: int) -> bool:
         return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
@@ -327,7 +332,7 @@ class ShareFetcher:
         config = self.config
         body = Request(
             group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-            max_wait_ms=0 if self._holding() else config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
+            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
             max_records=config.max_poll_records, batch_size=config.max_poll_records,
             share_acquire_mode=config.acquire_mode_code,
             topics=[Request.FetchTopic(topic_id=topic_id, partitions=[
@@ -338,12 +343,6 @@ class ShareFetcher:
             forgotten_topics_data=[Request.ForgottenTopic(topic_id=topic_id, partitions=[p for p, _ in parts])
                                    for topic_id, parts in _by_topic(forgotten)])
         return ShareRequest(node, body, acks, wanted)
-
-    def _holding(self) -> bool:
-        """Whether records handed out are still to be acknowledged. A fetch sent meanwhile does not wait
-        at the broker (MaxWait 0): the partition's window of record locks may be full of this member's
-        own records, and their acknowledgements cannot go until that fetch is answered."""
-        return any(not renewed for offsets in self._delivered.values() for renewed in offsets.values())
 
     def _acknowledge_request(self, node: int, epoch: int, acks: dict[TopicPartition, Acknowledgements],
                              renewing: bool = False) -> ShareRequest:
