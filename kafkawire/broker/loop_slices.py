@@ -6,6 +6,8 @@ A handler makes a ``Slices`` when it starts and, between units of its work, awai
 ``due()`` says its slice has run its time. A paused handler waits in a first-in, first-out line for
 its next turn; so fifty connections with a large request each hold the loop for one slice at a time,
 not fifty slices in a row, and a small request arriving meanwhile waits for about one slice.
+A connection whose request frame is large (``LARGE_FRAME``) waits its turn (``take_turn``) before it
+decodes the frame, so the decoding of fifty such requests is interleaved with others' work too.
 """
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ import time
 import weakref
 from collections import deque
 
-__all__ = ["Slices", "SLICE_S"]
+__all__ = ["LARGE_FRAME", "SLICE_S", "Slices", "take_turn"]
 
 SLICE_S = 0.002
+LARGE_FRAME = 32 * 1024  # bytes of a request frame whose decoding may take about a slice
 
 
 class _Line:
@@ -71,3 +74,8 @@ class Slices:
             line = _LINES[loop] = _Line(loop)
         await line.wait()
         self._started = time.perf_counter()
+
+
+async def take_turn() -> None:
+    """Wait in the line for one turn of the loop (then run about a slice's work before awaiting again)."""
+    await Slices(first_in_line=True).pause()

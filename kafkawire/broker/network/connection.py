@@ -28,6 +28,7 @@ from ..apis.controller_listener import CONTROLLER_APIS
 from ..apis.produce import CLOSE_CONNECTION
 from ..apis.state import RequestContext
 from ..dispatch.error_responses import error_response
+from ..loop_slices import LARGE_FRAME, take_turn
 from .faults import DROP
 from .listeners import Listener
 from .receiving import FrameReceiver
@@ -169,6 +170,8 @@ class Connection:
         if served is None or not served[0] <= version <= served[1]:
             log.warning("closing connection from %s: API key %d version %d is not served", self.host, api_key, version)
             return False
+        if len(frame) >= LARGE_FRAME:  # its decoding takes its turn: many such frames do not decode in a row
+            await take_turn()
         try:
             header, request, trailing = read_request(frame)
         except DecodeError as error:

@@ -3,9 +3,12 @@ requests from 50 connections at once (all-topics Metadata, DescribeConfigs of ev
 of every partition). No request may hold the loop for long: a probe task on the broker's loop measures
 the CPU its thread spends between two of the probe's wakeups, and another client's ApiVersions, sent
 during each burst, is answered promptly. The bounds are generous (a loaded 2-core machine meets them);
-the benchmark (bench/broker.py) holds the figures."""
+the benchmark (bench/broker.py) holds the figures. The bursts run with the cyclic garbage collector
+paused: a full collection of this heap is one step of its own that no handler can slice, and is not
+what these tests measure."""
 from __future__ import annotations
 
+import gc
 import selectors
 import socket
 import struct
@@ -21,7 +24,8 @@ from kafkawire import messages as m
 from kafkawire.framing import Correlator
 
 CONNECTIONS = 50
-MAX_HELD_S = 1.0  # CPU of the loop's thread between two probe wakeups (the Metadata burst once took 6.5 s)
+MAX_HELD_S = 0.15  # CPU of the loop's thread between two probe wakeups (the Metadata burst once took 6.5 s)
+MAX_LIST_OFFSETS_HELD_S = 0.06  # (it held the loop while the requests that came together were decoded in a row)
 MAX_API_VERSIONS_S = 2.0  # another client's ApiVersions during a burst (once 4-21 s here)
 
 
@@ -43,16 +47,21 @@ def _list_offsets():
         for i in range(LOADED_TOPICS)]), 7
 
 
-def _burst(port: int, body, version: int) -> float:
+def _burst(broker, body, version: int) -> float:
     """``CONNECTIONS`` clients send the request at once and read their answers whole; meanwhile another
-    client's ApiVersions is timed. Returns its wait in seconds."""
+    client's ApiVersions is timed. Returns its wait in seconds. The broker's loop sleeps while the
+    requests are sent, so they arrive together, as from clients faster than the broker."""
+    port = broker.port
     frame = Correlator(client_id="burst").request(body, version)
     socks = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(CONNECTIONS)]
     other = RawClient(port, client_id="bystander")
     try:
         other.request(m.ApiVersionsRequest(), 0)  # connected and served before the burst
+        sent = threading.Event()
+        broker.loop.call_soon_threadsafe(sent.wait, 5)  # (sleeping, not CPU: the probe does not count it)
         for sock in socks:
             sock.sendall(frame)
+        sent.set()
         waited: list[float] = []
         asked = threading.Event()
 
@@ -102,9 +111,10 @@ def _read_answers(socks: list[socket.socket], first_byte: threading.Event) -> No
     selector.close()
 
 
-@pytest.mark.parametrize("request_of", [_metadata, _describe_configs, _list_offsets],
+@pytest.mark.parametrize("request_of, max_held", [(_metadata, MAX_HELD_S), (_describe_configs, MAX_HELD_S),
+                                                  (_list_offsets, MAX_LIST_OFFSETS_HELD_S)],
                          ids=["Metadata", "DescribeConfigs", "ListOffsets"])
-def test_a_burst_of_large_requests_never_holds_the_loop(loaded_broker, request_of):
+def test_a_burst_of_large_requests_never_holds_the_loop(loaded_broker, request_of, max_held):
     body, version = request_of()
     with RawClient(loaded_broker.port) as client:  # a first answer warms what is cached
         client.request(body, version)
@@ -112,11 +122,15 @@ def test_a_burst_of_large_requests_never_holds_the_loop(loaded_broker, request_o
         while probe.ticks < 3:
             time.sleep(0.01)
         probe.reset()
-        waited = _burst(loaded_broker.port, body, version)
+        gc.disable()
+        try:
+            waited = _burst(loaded_broker, body, version)
+        finally:
+            gc.enable()
         held, late = probe.worst_cpu, probe.worst_late
     print(f"{request_of.__name__}: loop held {held * 1000:.0f} ms CPU ({late * 1000:.0f} ms late); "
           f"ApiVersions waited {waited * 1000:.0f} ms")
-    assert held < MAX_HELD_S
+    assert held < max_held
     assert waited < MAX_API_VERSIONS_S
 
 
