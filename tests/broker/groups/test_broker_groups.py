@@ -166,7 +166,10 @@ async def form_group(client_a, client_b, group="g", *, version=5, protocols_a=RA
                      **join_kw):
     """Two members join and sync; returns (generation, member a, member b)."""
     join_a = asyncio.ensure_future(client_a.join_with_id(group, version=version, protocols=protocols_a, **join_kw))
-    await asyncio.sleep(0.005)
+    # b joins as soon as a is in (not after a fixed sleep), well inside the initial rebalance delay even on
+    # a loaded machine, so both land in one generation with a as the leader.
+    while client_a.c.group_state(group) != "PreparingRebalance":
+        await asyncio.sleep(0)
     join_b = asyncio.ensure_future(client_b.join_with_id(group, version=version, protocols=protocols_b, **join_kw))
     a, b = await asyncio.gather(join_a, join_b)
     assert a.error_code == b.error_code == 0
