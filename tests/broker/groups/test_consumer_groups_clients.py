@@ -52,22 +52,25 @@ def test_members_joining_and_leaving_read_every_record_once(broker, topic):
     seen: dict[str, list[str]] = {}
     lock = threading.Lock()
 
-    def run(name, seconds):
+    # Each member leaves, and the next joins, after the group has read a share of the records (not after
+    # fixed times), so the group changes while records remain however loaded the machine is.
+    def run(name, leave_after):
         c = consumer(broker, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200})
         c.subscribe([topic])
-        stop = time.monotonic() + seconds
-        while time.monotonic() < stop:
+        deadline = time.monotonic() + 60
+        while len(seen) < leave_after and time.monotonic() < deadline:
             message = c.poll(0.1)
             if message is not None and not message.error():
                 with lock:
                     seen.setdefault(message.value().decode(), []).append(name)
-                time.sleep(0.005)  # slow enough that the group changes while records remain
+                time.sleep(0.005)
         c.close()  # commits and leaves
 
-    threads = [threading.Thread(target=run, args=(f"c{i}", 2.5 + 1.5 * i)) for i in range(3)]
-    for thread in threads:
+    threads = [threading.Thread(target=run, args=(f"c{i}", leave_after))
+               for i, leave_after in enumerate((150, 350, 600))]
+    for thread, join_after in zip(threads, (0, 50, 200)):
+        wait_for(lambda: len(seen) >= join_after, timeout=60)
         thread.start()
-        time.sleep(0.7)
     for thread in threads:
         thread.join()
     duplicates = {value: readers for value, readers in seen.items() if len(readers) > 1}
