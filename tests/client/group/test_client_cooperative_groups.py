@@ -78,7 +78,7 @@ class Foreign(threading.Thread):
             import confluent_kafka
             self.consumer = confluent_kafka.Consumer({
                 "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6_000,
+                "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 10_000,
                 "heartbeat.interval.ms": 200, "log_level": 0})
             self.consumer.subscribe([topic])
         else:
@@ -86,7 +86,7 @@ class Foreign(threading.Thread):
             from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
             self.consumer = KafkaConsumer(
                 bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                session_timeout_ms=6_000, heartbeat_interval_ms=200, max_poll_records=10,
+                session_timeout_ms=10_000, heartbeat_interval_ms=200, max_poll_records=10,
                 auto_commit_interval_ms=200, partition_assignment_strategy=[CooperativeStickyAssignor])
             # kafka-python joins without waiting for metadata: wait until it knows the new topic's partitions
             deadline = time.monotonic() + 30
@@ -125,12 +125,12 @@ def test_kafkawire_and_another_client_rebalance_cooperatively(broker, other, lea
         consumer = AsyncConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                                   "auto.offset.reset": "earliest", "max.poll.records": 10,
                                   "partition.assignment.strategy": "cooperative-sticky",
-                                  "session.timeout.ms": 6_000, "heartbeat.interval.ms": 200,
+                                  "session.timeout.ms": 10_000, "heartbeat.interval.ms": 200,
                                   "auto.commit.interval.ms": 200})
         consumer.subscribe([topic], listener)
         return consumer
 
-    async def poll_until(condition, consumers, names, timeout=30.0):
+    async def poll_until(condition, consumers, names, timeout=60.0):
         deadline = time.monotonic() + timeout
         while not condition():
             assert time.monotonic() < deadline, f"the group did not get there in time: {[c.assignment() for c in consumers]}"
