@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-__all__ = ["NodeView", "SingleNode", "PartitionInfo", "NodeAddress", "QuorumVoter", "GROUP", "TRANSACTION"]
+from ..error_codes import ErrorCode
+
+__all__ = ["NodeView", "SingleNode", "PartitionInfo", "NodeAddress", "QuorumVoter", "GROUP", "TRANSACTION",
+           "OngoingReassignment", "replica_target_error"]
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
 
@@ -38,6 +41,15 @@ class QuorumVoter(NamedTuple):
     last_caught_up_ms: int
 
 
+class OngoingReassignment(NamedTuple):
+    """A partition's move in progress: its replicas (the target's, then those leaving), joining, leaving."""
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
 class NodeView(Protocol):
     node_id: int
     leads_everything: bool
@@ -52,6 +64,25 @@ class NodeView(Protocol):
     def partition(self, topic: str, partition: int) -> PartitionInfo: ...
     def brokers(self, listener: str, this: tuple[str, int]) -> list[NodeAddress]: ...
     def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]: ...
+    def elect_leader(self, topic: str, partition: int, election_type: int) -> tuple[int, str | None]: ...
+    def reassign(self, topic: str, partition: int, replicas: list[int] | None,
+                 allow_replication_factor_change: bool) -> tuple[int, str | None]: ...
+    def reassignments(self) -> list[OngoingReassignment]: ...
+
+
+def replica_target_error(target: list[int], nodes: list[int]) -> tuple[int, str] | None:
+    """What Kafka's controller says of a manual replica list that names no broker, one twice, or one it
+    does not know; None for a valid list."""
+    if not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    for node in target:
+        if target.count(node) > 1:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {node} more than once.")
+        if node not in nodes:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {node}, but no such broker is registered.")
+    return None
 
 
 class SingleNode:
@@ -86,3 +117,18 @@ class SingleNode:
     def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
         """(leader epoch, voters): a combined node is the only voter, and leads from epoch 1 on."""
         return 1, [QuorumVoter(self.node_id, high_watermark, now_ms, now_ms)]
+
+    def elect_leader(self, topic: str, partition: int, election_type: int) -> tuple[int, str | None]:
+        """The one replica leads already, whatever the election type."""
+        return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+
+    def reassign(self, topic: str, partition: int, replicas: list[int] | None,
+                 allow_replication_factor_change: bool) -> tuple[int, str | None]:
+        """Only this broker can hold a replica: moving it here is nothing to do, and nothing is ever in
+        progress to cancel."""
+        if replicas is None:
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {topic}-{partition}."
+        return replica_target_error(replicas, [self.node_id]) or (ErrorCode.NONE, None)
+
+    def reassignments(self) -> list[OngoingReassignment]:
+        return []

@@ -19,6 +19,7 @@ from .core.admin.groups import (
     ConsumerGroupType, ListConsumerGroupsResult, MemberAssignment, MemberDescription,
 )
 from .core.admin.partitions import DeletedRecords, IsolationLevel, ListOffsetsResultInfo, OffsetSpec, ProducerState
+from .core.admin.reassignments import ElectionType, PartitionReassignment
 from .core.admin.resource_configs import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource
 from .core.admin.scram import (
     ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialsDescription,
@@ -39,6 +40,7 @@ __all__ = [
     "NewTopic", "NewPartitions", "Node", "TopicDescription", "TopicPartitionInfo", "DescribeClusterResult",
     "ConfigResource", "ConfigResourceType", "ConfigEntry", "ConfigSource", "AlterConfigOpType",
     "OffsetSpec", "IsolationLevel", "ListOffsetsResultInfo", "DeletedRecords", "ProducerState",
+    "ElectionType", "PartitionReassignment",
     "ConsumerGroupState", "ConsumerGroupType", "ConsumerGroupListing", "ListConsumerGroupsResult",
     "ConsumerGroupDescription", "MemberDescription", "MemberAssignment", "ConsumerGroupTopicPartitions",
     "ShareGroupListing", "ListShareGroupsResult", "ShareGroupDescription", "ShareMemberDescription",

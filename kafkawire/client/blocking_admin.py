@@ -26,6 +26,7 @@ from .core.admin.acls import AclBinding, AclBindingFilter
 from .core.admin.config import AdminConfig
 from .core.admin.groups import ConsumerGroupTopicPartitions
 from .core.admin.partitions import IsolationLevel, OffsetSpec
+from .core.admin.reassignments import ElectionType
 from .core.admin.resource_configs import ConfigResource
 from .core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .core.admin.topics import NewPartitions, NewTopic
@@ -143,6 +144,21 @@ class AdminClient:
                            **options: Any) -> dict[TopicPartition, Future]:
         return self._per_key(topic_partitions, self._admin.describe_producers(topic_partitions, **options),
                              TopicPartition._make)
+
+    # ---- replicas -----------------------------------------------------------------------------------------
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int] | None],
+                                      **options: Any) -> dict[TopicPartition, Future]:
+        return self._per_key(reassignments, self._admin.alter_partition_reassignments(reassignments, **options),
+                             TopicPartition._make)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None,
+                                     **options: Any) -> Future:
+        return self._start(self._admin.list_partition_reassignments(partitions, **options))
+
+    def elect_leaders(self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None,
+                      **options: Any) -> Future:
+        """One future of ``{partition: None or exception}``, as confluent-kafka's elect_leaders."""
+        return self._start(self._admin.elect_leaders(election_type, partitions, **options))
 
     # ---- groups -----------------------------------------------------------------------------------------
     def list_consumer_groups(self, **options: Any) -> Future:

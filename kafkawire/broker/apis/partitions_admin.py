@@ -1,5 +1,5 @@
 """The partition admin APIs: CreatePartitions, DeleteRecords, DescribeLogDirs, DescribeTopicPartitions,
-OffsetForLeaderEpoch and ElectLeaders, for a single broker that leads every partition."""
+and OffsetForLeaderEpoch, for a single broker that leads every partition."""
 from __future__ import annotations
 
 import shutil
@@ -16,7 +16,6 @@ __all__ = ["PartitionAdminApis"]
 
 _NO_OPERATIONS = -(1 << 31)
 _PARTITION_LIMIT = 2000  # max.request.partition.size.limit: DescribeTopicPartitions' cap per response
-_PREFERRED, _UNCLEAN = 0, 1
 
 
 class PartitionAdminApis:
@@ -186,32 +185,3 @@ class PartitionAdminApis:
             topics.append(m.OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=wanted.topic,
                                                                                      partitions=partitions))
         return m.OffsetForLeaderEpochResponse(topics=topics)
-
-    # ---- ElectLeaders ---------------------------------------------------------------------------
-    async def elect_leaders(self, request: m.ElectLeadersRequest, version: int,
-                            context: RequestContext) -> m.ElectLeadersResponse:
-        """The one replica leads every partition already: ELECTION_NOT_NEEDED for each named partition, and
-        nothing to report when every partition is asked for (null), as Kafka's controller answers."""
-        Topic = m.ElectLeadersResponse.ReplicaElectionResult
-        Partition = m.ElectLeadersResponse.PartitionResult
-        wanted = request.topic_partitions or []
-        if not self.state.allowed(context, Operation.ALTER, ResourceType.CLUSTER, "kafka-cluster"):
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            return m.ElectLeadersResponse(error_code=code if version >= 1 else 0, replica_election_results=[Topic(
-                topic=t.topic, partition_result=[Partition(partition_id=p, error_code=code,
-                                                           error_message="Cluster authorization failed.")
-                                                 for p in t.partitions]) for t in wanted])
-        if version >= 1 and request.election_type not in (_PREFERRED, _UNCLEAN):
-            return m.ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[])
-        results = []
-        for t in wanted:
-            partitions = []
-            for p in t.partitions:
-                if self.topics.log(t.topic, p) is None:
-                    partitions.append(Partition(partition_id=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                error_message="This server does not host this topic-partition."))
-                else:
-                    partitions.append(Partition(partition_id=p, error_code=ErrorCode.ELECTION_NOT_NEEDED,
-                                                error_message="Leader election not needed for topic partition."))
-            results.append(Topic(topic=t.topic, partition_result=partitions))
-        return m.ElectLeadersResponse(error_code=0, replica_election_results=results)

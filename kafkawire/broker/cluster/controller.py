@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ...error_codes import ErrorCode
 from ..node_view import NodeAddress, PartitionInfo, QuorumVoter
 from ..topics import Topic, TopicManager
+from .reassignments import Reassignments
 
 __all__ = ["Controller", "PartitionState"]
 
@@ -29,6 +30,9 @@ class PartitionState:
     leader_epoch: int
     # (epoch, start offset) of each leader epoch, oldest first: the log's leader-epoch-checkpoint
     epochs: list[tuple[int, int]] = field(default_factory=list)
+    # an ongoing reassignment's replicas joining and leaving (``replicas`` holds both meanwhile)
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
 
 class Controller:
@@ -46,6 +50,7 @@ class Controller:
         self.quorum_epoch = 1
         self._quorum_leader = self.controller_id
         self._voters_stopped: dict[int, tuple[int, int]] = {}
+        self.reassignments = Reassignments(self)
         # (node id, listener name) -> the node's advertised (host, port) there; set by the Cluster
         self.address: Callable[[int, str], tuple[str, int] | None] = lambda node, listener: None
 
@@ -156,6 +161,7 @@ class Controller:
                 self._set_leader(topic, index, state, node)
         self._voters_stopped.pop(node, None)
         self._follow_controller()
+        self.reassignments.catch_up()  # its adding replicas catch up now
 
     # ---- coordinators ---------------------------------------------------------------------------
     def coordinator(self, key_type: int, key: str) -> int:

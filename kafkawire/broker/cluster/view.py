@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...error_codes import ErrorCode
-from ..node_view import NodeAddress, PartitionInfo, QuorumVoter
+from ..node_view import NodeAddress, OngoingReassignment, PartitionInfo, QuorumVoter
 from .controller import Controller
 
 __all__ = ["ClusterNodeView"]
@@ -41,3 +41,13 @@ class ClusterNodeView:
 
     def quorum(self, high_watermark: int, now_ms: int) -> tuple[int, list[QuorumVoter]]:
         return self.controller.quorum(high_watermark, now_ms)
+
+    def elect_leader(self, topic: str, partition: int, election_type: int) -> tuple[int, str | None]:
+        return self.controller.reassignments.elect(topic, partition, election_type)
+
+    def reassign(self, topic: str, partition: int, replicas: list[int] | None,
+                 allow_replication_factor_change: bool) -> tuple[int, str | None]:
+        return self.controller.reassignments.alter(topic, partition, replicas, allow_replication_factor_change)
+
+    def reassignments(self) -> list[OngoingReassignment]:
+        return self.controller.reassignments.ongoing()

@@ -26,14 +26,15 @@ _TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
                         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLUSTER, ApiKey.OFFSET_DELETE,
                         ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
                         ApiKey.LIST_CONFIG_RESOURCES, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH,
-                        ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
+                        ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+                        ApiKey.LIST_PARTITION_REASSIGNMENTS})
 # ... of which these also name a producer (none: -1) and these carry the error's message.
 _WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
 _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
                            ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
                            ApiKey.CONSUMER_GROUP_HEARTBEAT,
                            ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-                           ApiKey.DELETE_SHARE_GROUP_OFFSETS})
+                           ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.LIST_PARTITION_REASSIGNMENTS})
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -237,6 +238,14 @@ def _elect_leaders(request, version, code, message):
                                          for p in t.partitions]) for t in request.topic_partitions or ()])
 
 
+def _alter_partition_reassignments(request, version, code, message):
+    Response = m.AlterPartitionReassignmentsResponse
+    return Response(error_code=code, error_message=message, responses=[Response.ReassignableTopicResponse(
+        name=t.name, partitions=[Response.ReassignablePartitionResponse(
+            partition_index=p.partition_index, error_code=code, error_message=message) for p in t.partitions])
+        for t in request.topics])
+
+
 def _describe_topic_partitions(request, version, code, message):
     Response = m.DescribeTopicPartitionsResponse
     return Response(topics=[Response.DescribeTopicPartitionsResponseTopic(
@@ -287,6 +296,7 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs("IncrementalAlterConfigsResponse"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,

@@ -186,6 +186,15 @@ CASES = [
      lambda r: r.replica_election_results[0].partition_result[0].error_code == 84,
      lambda r: r.error_code == CLUSTER_AUTH and r.replica_election_results[0].partition_result[0].error_code
      == CLUSTER_AUTH),
+    ("AlterPartitionReassignments", 1, lambda: m.AlterPartitionReassignmentsRequest(topics=[  # ALTER, cluster
+        m.AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[
+            m.AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=0,
+                                                                                         replicas=[0])])]),
+     lambda r: r.error_code == 0 and r.responses[0].partitions[0].error_code == 0,
+     lambda r: r.error_code == CLUSTER_AUTH and r.responses[0].partitions[0].error_code == CLUSTER_AUTH),
+    ("ListPartitionReassignments", 0, lambda: m.ListPartitionReassignmentsRequest(topics=None),  # DESCRIBE, cluster
+     lambda r: r.error_code == 0 and r.topics == (),
+     lambda r: r.error_code == CLUSTER_AUTH and r.topics == ()),
     ("DeleteGroups", 2, lambda: m.DeleteGroupsRequest(groups_names=[ADMIN_GROUP]),  # DELETE on the group
      lambda r: r.results[0].error_code == 69, lambda r: r.results[0].error_code == GROUP_AUTH),
     ("OffsetDelete", 0, lambda: m.OffsetDeleteRequest(group_id=ADMIN_GROUP, topics=[]),  # DELETE on the group

@@ -18,6 +18,7 @@ broker(s) and the last cause), or an AuthenticationException.
 Each request goes to the broker that can answer it, and retriable errors are retried until the call's
 ``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, objects the client
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
+replica moves and leader elections (``replicas``),
 consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
 and SCRAM users (``security``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
@@ -34,6 +35,7 @@ from ...errors import KafkaConnectionError
 from .calls import AdminCalls, part_call
 from .groups import GroupAdmin
 from .partitions import PartitionAdmin
+from .replicas import ReplicaAdmin
 from .router import AdminRouter
 from .security import SecurityAdmin
 from .share_groups import ShareGroupAdmin
@@ -55,6 +57,7 @@ class AsyncAdminClient:
         calls = AdminCalls(self._router)
         self._topics = TopicAdmin(calls)
         self._partitions = PartitionAdmin(calls)
+        self._replicas = ReplicaAdmin(calls)
         self._groups = GroupAdmin(calls)
         self._share_groups = ShareGroupAdmin(calls)
         self._transactions = TransactionAdmin(calls)
@@ -74,6 +77,10 @@ class AsyncAdminClient:
     list_offsets = part_call("_partitions", PartitionAdmin.list_offsets)
     delete_records = part_call("_partitions", PartitionAdmin.delete_records)
     describe_producers = part_call("_partitions", PartitionAdmin.describe_producers)
+
+    alter_partition_reassignments = part_call("_replicas", ReplicaAdmin.alter_partition_reassignments)
+    list_partition_reassignments = part_call("_replicas", ReplicaAdmin.list_partition_reassignments)
+    elect_leaders = part_call("_replicas", ReplicaAdmin.elect_leaders)
 
     list_consumer_groups = part_call("_groups", GroupAdmin.list_consumer_groups)
     describe_consumer_groups = part_call("_groups", GroupAdmin.describe_consumer_groups)
