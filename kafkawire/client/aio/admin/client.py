@@ -19,7 +19,7 @@ Each request goes to the broker that can answer it, and retriable errors are ret
 ``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, objects the client
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
 consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
-and SCRAM users (``security``).
+and SCRAM users (``security``), delegation tokens (``delegation_tokens``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
 that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
@@ -32,6 +32,7 @@ from ...core.admin.config import AdminConfig
 from ...core.properties import resolve
 from ...errors import KafkaConnectionError
 from .calls import AdminCalls, part_call
+from .delegation_tokens import DelegationTokenAdmin
 from .groups import GroupAdmin
 from .partitions import PartitionAdmin
 from .router import AdminRouter
@@ -59,6 +60,7 @@ class AsyncAdminClient:
         self._share_groups = ShareGroupAdmin(calls)
         self._transactions = TransactionAdmin(calls)
         self._security = SecurityAdmin(calls)
+        self._tokens = DelegationTokenAdmin(calls)
 
     # ---- the parts' calls ------------------------------------------------------------------------------------
     create_topics = part_call("_topics", TopicAdmin.create_topics)
@@ -97,6 +99,11 @@ class AsyncAdminClient:
     delete_acls = part_call("_security", SecurityAdmin.delete_acls)
     describe_user_scram_credentials = part_call("_security", SecurityAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = part_call("_security", SecurityAdmin.alter_user_scram_credentials)
+
+    create_delegation_token = part_call("_tokens", DelegationTokenAdmin.create_delegation_token)
+    renew_delegation_token = part_call("_tokens", DelegationTokenAdmin.renew_delegation_token)
+    expire_delegation_token = part_call("_tokens", DelegationTokenAdmin.expire_delegation_token)
+    describe_delegation_token = part_call("_tokens", DelegationTokenAdmin.describe_delegation_token)
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
