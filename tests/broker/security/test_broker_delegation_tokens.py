@@ -6,6 +6,8 @@ mechanism registry, as it has no option for it) and kafkawire's own clients."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import time
 import uuid
 
@@ -15,16 +17,20 @@ from kafka.net import sasl as kafka_python_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 
 from support.broker_harness import RawClient
+from support.fake_clock import FakeClock
 from kafkawire import messages as m
 from kafkawire.broker.apis.delegation_tokens import DelegationTokenApis
+from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.background import BrokerThread
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.delegation_tokens import DelegationTokens
+from kafkawire.broker.network.listeners import Listener
 from kafkawire.client.admin import (
     AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 from kafkawire.client.errors import AuthenticationException, KafkaError
 from kafkawire.error_codes import ErrorCode
+from kafkawire.sasl.scram import MECHANISMS as SCRAM
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 SECRET = "the-delegation-token-secret"
@@ -224,3 +230,38 @@ def test_tokens_are_disabled_without_a_secret_key(broker):
                           (apis.expire_delegation_token, m.ExpireDelegationTokenRequest(hmac=b"x")),
                           (apis.describe_delegation_token, m.DescribeDelegationTokenRequest(owners=None))):
         assert asyncio.run(call(request, 2, context)).error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+
+
+def test_lifetimes_renewals_and_the_sweep_follow_kafkas_rules(tmp_path):
+    clock = FakeClock(1_000.0)  # seconds
+    tokens = DelegationTokens(tmp_path / "tokens.json", SECRET, max_lifetime_ms=10_000, expiry_time_ms=4_000,
+                              clock=clock)
+    token = tokens.create("User:alice", "User:alice", ["User:bob"], max_lifetime_ms=50_000)  # capped at 10 s
+    assert (token.issue_ms, token.expiry_ms, token.max_ms) == (1_000_000, 1_004_000, 1_010_000)
+    token_hmac = hmac.new(SECRET.encode(), token.token_id.encode(), hashlib.sha512).digest()
+    assert tokens.hmac(token.token_id) == token_hmac
+    clock.now += 3
+    assert tokens.renew(token_hmac, "User:bob", -1) == (0, 1_007_000)  # -1: delegation.token.expiry.time.ms
+    clock.now += 3
+    assert tokens.renew(token_hmac, "User:bob", 60_000) == (0, 1_010_000)  # never past the max lifetime
+    assert tokens.renew(token_hmac, "User:carol", 1) == (ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1)
+    reloaded = DelegationTokens(tmp_path / "tokens.json", SECRET, 10_000, 4_000, clock=clock)
+    assert reloaded.tokens() == tokens.tokens()
+    assert reloaded.authenticating(token.token_id, SCRAM["SCRAM-SHA-512"]) is not None
+    clock.now = 1_010.001
+    assert reloaded.authenticating(token.token_id, SCRAM["SCRAM-SHA-512"]) is None  # expired: no login
+    assert tokens.expire(token_hmac, "User:alice", -1) == (ErrorCode.DELEGATION_TOKEN_EXPIRED, -1)
+    assert tokens.sweep() == 1 and tokens.tokens() == []
+    assert tokens.renew(token_hmac, "User:alice", -1) == (ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1)
+
+
+def test_which_connections_may_manage_tokens():
+    sasl, tls = (Listener(name, name, "127.0.0.1", 0, "127.0.0.1") for name in ("SASL_SSL", "SSL"))
+    plaintext = Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 0, "127.0.0.1")
+
+    def context(listener, principal="User:alice", token=False) -> RequestContext:
+        return RequestContext(listener, 0, principal, "127.0.0.1", "c", token_authenticated=token)
+    assert context(sasl).may_manage_tokens and context(tls, "User:CN=alice").may_manage_tokens  # 2-way TLS
+    assert not context(tls, "User:ANONYMOUS").may_manage_tokens  # 1-way TLS
+    assert not context(plaintext, "User:ANONYMOUS").may_manage_tokens
+    assert not context(sasl, token=True).may_manage_tokens
