@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
 from kafka.net import sasl as kafka_python_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 
@@ -119,7 +120,7 @@ def test_kafka_python_authenticates_with_a_token_as_its_owner(broker, kafka_pyth
     consumer.close()
     denied = KafkaProducer(bootstrap_servers=_sasl(broker), enable_idempotence=False, max_block_ms=10_000,
                            **_token_settings(token))
-    with pytest.raises(Exception):  # bob's topics are not alice's
+    with pytest.raises(TopicAuthorizationFailedError):  # bob's topics are not alice's
         denied.send(f"bob-{topic}", b"x").get(10)
     denied.close()
 
