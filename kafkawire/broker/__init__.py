@@ -13,7 +13,8 @@
 - ``groups/`` (the group coordinator: classic groups, Kafka 4's consumer groups, committed offsets),
   ``transactions/`` (the transaction coordinator), ``client_metrics`` (KIP-714);
 - ``config/`` (settings by Kafka's names, ``.properties`` files, topic configs, loggers),
-  ``security/`` (ACLs, TLS, SASL, JAAS), ``metrics`` (Prometheus, the request log);
+  ``security/`` (ACLs, TLS, SASL, JAAS), ``delegation_tokens/`` (KIP-48), ``metrics`` (Prometheus,
+  the request log);
 - ``cluster/`` (``Cluster``: several brokers in one process, leader moves and faults on command), over
   ``node_view`` (what a node leads and coordinates).
 """

@@ -30,6 +30,7 @@ from .network.request_memory import RequestMemory
 from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
+from .delegation_tokens import DelegationTokens
 from .storage import PartitionLog
 from .storage.cleaner import LogCleaner, LogCleanerManager
 from .storage.descriptors import DescriptorCache
@@ -58,6 +59,7 @@ class Broker:
     topics: TopicManager
     groups: GroupCoordinator
     scram: ScramStore
+    tokens: DelegationTokens
     authorizer: Authorizer | None
 
     def __init__(self, config: BrokerConfig | None = None, *, over: "Broker | None" = None,
@@ -75,7 +77,7 @@ class Broker:
         # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
         self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
         if over is not None:
-            self.scram, self.authorizer = over.scram, over.authorizer
+            self.scram, self.tokens, self.authorizer = over.scram, over.tokens, over.authorizer
         else:
             self._build_security()
         self.handlers: Handlers | None = None
@@ -96,6 +98,7 @@ class Broker:
                 self.config.log_cleaner_backoff_ms)
         self._cleaner_task: asyncio.Task[None] | None = None
         self._group_sweeper: asyncio.Task[None] | None = None
+        self._token_sweeper: asyncio.Task[None] | None = None
         self.limits = ConnectionLimits(self.config.max_connections, self.config.connection_limit_for,
                                        connection_descriptors)
         self.memory = RequestMemory(self.config.queued_max_request_bytes)
@@ -126,6 +129,9 @@ class Broker:
         if self.config.scram_credentials:
             self.scram.save()
         self.authorizer = Authorizer.from_settings(self.config.security, self.config.data_dir / "acls.json")
+        config = self.config
+        self.tokens = DelegationTokens(config.data_dir / "delegation-tokens.json", config.delegation_token_secret_key,
+                                       config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms)
 
     @property
     def bootstrap(self) -> str:
@@ -157,7 +163,7 @@ class Broker:
         await self._listen()
         self.port = self.ports[self.listeners[0].name]
         self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer,
-                                 metrics=self.metrics, view=self.view,
+                                 metrics=self.metrics, tokens=self.tokens, view=self.view,
                                  shared=self.over.handlers if self.over is not None else None)
         if self.metrics is not None:
             assert self.config.metrics_port is not None
@@ -180,6 +186,8 @@ class Broker:
             self.cleaner.load()
             self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
+        if self.tokens.enabled:
+            self._token_sweeper = loop.create_task(self._expire_delegation_tokens())
         if self.config.ignored_properties:  # accepted as Kafka's, named once so nobody expects them to work
             log.warning("Kafka settings with no effect in one kafkawire process: %s",
                         ", ".join(self.config.ignored_properties))
@@ -248,7 +256,8 @@ class Broker:
             self._retention.cancel()
         if self.cleaner is not None:
             self.cleaner.stop()  # a round on a worker thread ends at its next batch
-        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task):
+        for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task,
+                     self._token_sweeper):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -329,6 +338,15 @@ class Broker:
                 self.groups.consumer.expire()
             except Exception:  # never let the sweep die
                 log.exception("expiring consumer group members failed")
+
+    async def _expire_delegation_tokens(self) -> None:
+        """Remove the expired delegation tokens every delegation.token.expiry.check.interval.ms."""
+        while True:
+            await asyncio.sleep(self.config.delegation_token_expiry_check_interval_ms / 1000)
+            try:
+                self.tokens.sweep()
+            except Exception:  # never let the sweep die: the next round tries again
+                log.exception("expiring delegation tokens failed")
 
     # ---- transactions ---------------------------------------------------------------------------
     async def _transaction_housekeeping(self) -> None:

@@ -14,6 +14,7 @@ from .core.admin.acls import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
 )
 from .core.admin.config import AdminConfig
+from .core.admin.delegation_tokens import DelegationToken
 from .core.admin.groups import (
     ConsumerGroupDescription, ConsumerGroupListing, ConsumerGroupState, ConsumerGroupTopicPartitions,
     ConsumerGroupType, ListConsumerGroupsResult, MemberAssignment, MemberDescription,
@@ -48,6 +49,6 @@ __all__ = [
     "TransactionDescription", "TransactionListing",
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPermissionType", "ResourceType", "ResourcePatternType",
     "ScramMechanism", "ScramCredentialInfo", "UserScramCredentialsDescription", "UserScramCredentialUpsertion",
-    "UserScramCredentialDeletion",
+    "UserScramCredentialDeletion", "DelegationToken",
     "TopicPartition", "OffsetAndMetadata",
 ]

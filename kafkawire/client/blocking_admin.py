@@ -239,6 +239,19 @@ class AdminClient:
         return self._per_key(list(dict.fromkeys(a.user for a in alterations)),
                              self._admin.alter_user_scram_credentials(alterations, **options))
 
+    # ---- delegation tokens ------------------------------------------------------------------------------
+    def create_delegation_token(self, renewers: Sequence[str] = (), **options: Any) -> Future:
+        return self._start(self._admin.create_delegation_token(renewers, **options))
+
+    def renew_delegation_token(self, hmac: bytes, **options: Any) -> Future:
+        return self._start(self._admin.renew_delegation_token(hmac, **options))
+
+    def expire_delegation_token(self, hmac: bytes, **options: Any) -> Future:
+        return self._start(self._admin.expire_delegation_token(hmac, **options))
+
+    def describe_delegation_token(self, owners: Sequence[str] | None = None, **options: Any) -> Future:
+        return self._start(self._admin.describe_delegation_token(owners, **options))
+
     # ---- closing ----------------------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:
         """Close the connections and stop the loop thread (calls still running fail)."""

@@ -29,6 +29,15 @@ class RequestContext:
     client_id: str
     client_software_name: str = ""  # from the connection's ApiVersions (v3+)
     client_software_version: str = ""
+    token_authenticated: bool = False  # authenticated with a delegation token (SCRAM's tokenauth)
+
+    @property
+    def may_manage_tokens(self) -> bool:
+        """Kafka's ``allowTokenRequests``: delegation token requests need a SASL connection, or TLS with a
+        client certificate, not authenticated with a token itself."""
+        if self.token_authenticated:
+            return False
+        return self.listener.sasl or (self.listener.tls and self.principal != "User:ANONYMOUS")
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -143,6 +143,11 @@ class BrokerConfig:
     # and applied as STATIC_BROKER_CONFIG by topic_configs
     log_configs: dict[str, str] = field(default_factory=dict)
     telemetry_max_bytes: int = 1024 * 1024  # telemetry.max.bytes (KIP-714): the largest PushTelemetry payload
+    # delegation.token.secret.key: the key of the tokens' HMACs (KIP-48); without it tokens are disabled
+    delegation_token_secret_key: str | None = field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 604_800_000  # delegation.token.max.lifetime.ms
+    delegation_token_expiry_time_ms: int = 86_400_000  # delegation.token.expiry.time.ms: a renewal's reach
+    delegation_token_expiry_check_interval_ms: int = 3_600_000  # delegation.token.expiry.check.interval.ms
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -268,6 +273,10 @@ PROPERTIES = {
     "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
     "telemetry.max.bytes": "telemetry_max_bytes", "controller.listener.names": "controller_listener_names",
     "socket.send.buffer.bytes": "socket_send_buffer_bytes", "socket.receive.buffer.bytes": "socket_receive_buffer_bytes",
+    "delegation.token.secret.key": "delegation_token_secret_key",
+    "delegation.token.max.lifetime.ms": "delegation_token_max_lifetime_ms",
+    "delegation.token.expiry.time.ms": "delegation_token_expiry_time_ms",
+    "delegation.token.expiry.check.interval.ms": "delegation_token_expiry_check_interval_ms",
 }
 
 
@@ -317,7 +326,8 @@ _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_facto
              "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
              "group_share_partition_max_record_locks", "group_share_max_share_sessions",
              "log_cleaner_dedupe_buffer_size", "log_cleaner_io_buffer_size", "log_cleaner_io_buffer_load_factor",
-             "log_cleaner_backoff_ms", "log_cleaner_io_max_bytes_per_second")
+             "log_cleaner_backoff_ms", "log_cleaner_io_max_bytes_per_second", "delegation_token_max_lifetime_ms",
+             "delegation_token_expiry_time_ms", "delegation_token_expiry_check_interval_ms")
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 

@@ -24,6 +24,7 @@ from ..groups.group_configs import GroupConfigs
 from ..node_view import NodeView, SingleNode
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
+from ..delegation_tokens import DelegationTokens
 from ..topics import TopicManager
 from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
 from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction_version
@@ -78,6 +79,10 @@ ROUTES: dict[int, tuple[str, str, str]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis",
                                              "describe_user_scram_credentials"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis", "alter_user_scram_credentials"),
+    ApiKey.CREATE_DELEGATION_TOKEN: ("delegation_tokens", "DelegationTokenApis", "create_delegation_token"),
+    ApiKey.RENEW_DELEGATION_TOKEN: ("delegation_tokens", "DelegationTokenApis", "renew_delegation_token"),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: ("delegation_tokens", "DelegationTokenApis", "expire_delegation_token"),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: ("delegation_tokens", "DelegationTokenApis", "describe_delegation_token"),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_groups", "ConsumerGroupApis", "heartbeat"),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_groups", "ConsumerGroupApis", "describe"),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ("telemetry", "TelemetryApis", "get_telemetry_subscriptions"),
@@ -99,7 +104,8 @@ class Handlers:
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
                  scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
-                 view: NodeView | None = None, shared: Handlers | None = None):
+                 view: NodeView | None = None, shared: Handlers | None = None,
+                 tokens: DelegationTokens | None = None):
         """``view``: what this node leads and coordinates (default: everything, a single broker);
         ``shared``: another node's handlers, whose purgatory and transaction coordinator this node
         shares (an in-process cluster's nodes serve the same logs)."""
@@ -149,7 +155,8 @@ class Handlers:
             "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
             "ConfigResourceApis": (group_configs, self.client_metrics),
             "ClusterApis": (self.features,), "FeatureApis": (self.features,),
-            "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,)}
+            "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,),
+            "DelegationTokenApis": (tokens if tokens is not None else DelegationTokens(None, None, 1, 1),)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         join_group = groups.membership.join_group

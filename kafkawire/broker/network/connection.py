@@ -68,7 +68,7 @@ class Connection:
         self.busy = False  # a request of this connection is being handled
         self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
         self.draining = False  # the broker is shutting down: answer what was received, then close
-        self.auth = Authenticator(security, broker.scram) if listener.sasl else None
+        self.auth = Authenticator(security, broker.scram, broker.tokens) if listener.sasl else None
         self.principal = "User:ANONYMOUS"
         self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
         if listener.tls:
@@ -186,7 +186,8 @@ class Connection:
                 versions = cast("m.ApiVersionsRequest", request)
                 self.software = (versions.client_software_name, versions.client_software_version)
             context = RequestContext(self.listener, self.broker.bound_port(self.listener), self.principal,
-                                     self.host, header.client_id or "", *self.software)
+                                     self.host, header.client_id or "", *self.software,
+                                     token_authenticated=self.auth is not None and self.auth.token_authenticated)
             started = time.perf_counter()
             faults = self.broker.faults
             fault = faults.take(api_key) if faults.armed else None

@@ -5,7 +5,10 @@
 - SaslHandshake names the mechanism (UNSUPPORTED_SASL_MECHANISM and the enabled ones if it is not);
   after a v0 handshake the tokens come as bare size-prefixed frames, after v1 inside SaslAuthenticate;
 - a failed exchange answers SASL_AUTHENTICATION_FAILED with a message, and the connection is closed;
-- with ``connections.max.reauth.ms`` (or an OAUTHBEARER token's expiry, if sooner) the session has a
+- SCRAM with the ``tokenauth=true`` extension authenticates with a delegation token (KIP-48): the user
+  is the token id, the password its HMAC in base64, the principal the token's owner, and the connection
+  is token-authenticated (it may not manage tokens);
+- with ``connections.max.reauth.ms`` (or an OAUTHBEARER or delegation token's expiry, if sooner) the session has a
   lifetime, told to the client in SaslAuthenticate v1+: the client re-authenticates (KIP-368) with the
   same mechanism and principal before it ends, and a request after it ends closes the connection.
 
@@ -24,7 +27,8 @@ from ...sasl import SaslError
 from ...sasl.oauthbearer import (ERROR_CHALLENGE, ValidatedToken, parse_client_initial_response,
                                   validate_unsecured_token)
 from ...sasl.plain import parse_plain
-from ...sasl.scram import MECHANISMS as SCRAM, ScramServer
+from ...sasl.scram import MECHANISMS as SCRAM, ScramCredential, ScramMechanism, ScramServer
+from ..delegation_tokens import DelegationTokens, TokenInformation
 from .listener_security import ListenerSecurity
 from .scram_store import ScramStore
 
@@ -45,9 +49,13 @@ class Step:
 
 
 class Authenticator:
-    def __init__(self, security: ListenerSecurity, scram: ScramStore, clock: Callable[[], float] = time.time):
+    def __init__(self, security: ListenerSecurity, scram: ScramStore, tokens: DelegationTokens | None = None,
+                 clock: Callable[[], float] = time.time):
         self.security = security
         self.scram = scram
+        self.tokens = tokens
+        self.token_authenticated = False  # the last authentication was with a delegation token
+        self._token: TokenInformation | None = None  # the delegation token of the SCRAM exchange under way
         self._clock = clock
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.mechanism: str | None = None
@@ -130,9 +138,14 @@ class Authenticator:
             return b"", f"User:{user}", None
         if mechanism in SCRAM:
             if self._exchange is None:
-                self._exchange = ScramServer(SCRAM[mechanism], self.scram.lookup(SCRAM[mechanism]))
+                scram = SCRAM[mechanism]
+                self._exchange = ScramServer(scram, lambda user: self._scram_credential(scram, user))
                 return self._exchange.first(token), None, None
             final = self._exchange.final(token)
+            token_used, self._token = self._token, None
+            self.token_authenticated = token_used is not None
+            if token_used is not None:  # the owner's session, until the token's expiry
+                return final, token_used.owner, max(0.0, token_used.expiry_ms - self._now_ms())
             return final, f"User:{self._exchange.username}", None
         if mechanism == "OAUTHBEARER":
             if self._failing is not None:  # the client acknowledged the error challenge
@@ -146,6 +159,18 @@ class Authenticator:
                 return ERROR_CHALLENGE, None, None
             return b"", f"User:{validated.principal}", max(0.0, validated.expires_ms - self._now_ms())
         raise SaslError(f"Unsupported SASL mechanism {mechanism}")
+
+    def _scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        """The user's credential, or with ``tokenauth=true`` the delegation token's (user = token id)."""
+        exchange = self._exchange
+        self._token = None
+        if exchange is not None and exchange.extensions.get("tokenauth", "").lower() == "true":
+            found = self.tokens.authenticating(user, mechanism) if self.tokens is not None else None
+            if found is None:
+                return None
+            credential, self._token = found
+            return credential
+        return self.scram.lookup(mechanism)(user)
 
     async def _validate_token(self, token: str) -> ValidatedToken:
         if self.security.oauth_validator is not None:

@@ -73,9 +73,15 @@ class PlainExchange(SaslExchange):
 
 
 class ScramExchange(SaslExchange):
-    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None):
+    """SCRAM; with ``token_auth`` the user is a delegation token's id and the password its HMAC in base64
+    (KIP-48: the ``tokenauth=true`` extension of the client-first message, as Kafka's ScramLoginModule
+    sends it when its JAAS options say ``tokenauth="true"``)."""
+
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None,
+                 token_auth: bool = False):
         self.mechanism = mechanism
-        self._client = ScramClient(SCRAM_MECHANISMS[mechanism], username, password, nonce=nonce)
+        self._client = ScramClient(SCRAM_MECHANISMS[mechanism], username, password, nonce=nonce,
+                                   extensions={"tokenauth": "true"} if token_auth else None)
         self._sent_final = False
 
     def first(self) -> bytes:

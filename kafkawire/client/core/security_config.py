@@ -11,7 +11,8 @@ names Kafka's clients take (Java's, and librdkafka's where Java has none):
   (librdkafka's; false trusts any certificate) and ``ssl.enabled.protocols`` (TLSv1.2, TLSv1.3).
 * SASL: ``sasl.mechanism`` (Kafka's default GSSAPI is refused: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
   OAUTHBEARER), the user in ``sasl.username`` and ``sasl.password`` or in Java's ``sasl.jaas.config``
-  (``...PlainLoginModule required username="alice" password="alice-secret";``), and for OAUTHBEARER a
+  (``...PlainLoginModule required username="alice" password="alice-secret";``; a delegation token with
+  ``...ScramLoginModule required username="<token id>" password="<hmac>" tokenauth="true";``), and for OAUTHBEARER a
   token callback ``oauth_cb`` (confluent-kafka's) or an unsecured development token
   (``enable.sasl.oauthbearer.unsecure.jwt=true`` with ``sasl.oauthbearer.config="principal=alice"``,
   or Java's OAuthBearerLoginModule with ``unsecuredLoginStringClaim_sub="alice"``).
@@ -110,7 +111,9 @@ class SecurityConfig(PropertyConfig):
         username, password = self._credentials()
         if mechanism == "PLAIN":
             return lambda: PlainExchange(username, password)
-        return lambda: ScramExchange(mechanism, username, password)
+        # a delegation token (KIP-48): ScramLoginModule's tokenauth="true" option
+        token_auth = (self._jaas_options() or {}).get("tokenauth", "").strip().lower() == "true"
+        return lambda: ScramExchange(mechanism, username, password, token_auth=token_auth)
 
     # ---- checks -----------------------------------------------------------------------------------
     def _resolve_security(self) -> None:

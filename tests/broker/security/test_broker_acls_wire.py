@@ -10,6 +10,7 @@ import pytest
 from support.broker_harness import BrokerThread
 from support.broker_wire import batch_of
 from kafkawire import messages as m
+from kafkawire.error_codes import ErrorCode
 from kafkawire.broker.security.acls import Operation as Op, PatternType as PT, Permission as P, ResourceType as RT
 from support.security_harness import PLAIN_USERS, make_certificates, plain_client, secured_config
 
@@ -22,7 +23,9 @@ ADMIN_TOPIC, ADMIN_GROUP = "alice-admin", "alice-group"
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     certs = make_certificates(tmp_path_factory.mktemp("acl-certs"))
-    with BrokerThread(config=secured_config(tmp_path_factory.mktemp("acl-broker"), certs, authorizer=True)) as running:
+    config = secured_config(tmp_path_factory.mktemp("acl-broker"), certs, authorizer=True,
+                            **{"delegation.token.secret.key": "acl-matrix-secret"})
+    with BrokerThread(config=config) as running:
         port = int(running.broker.bootstrap_for("SASL_PLAINTEXT").rsplit(":", 1)[1])
         running.sasl_port = port
         with plain_client(port, "admin") as admin:
@@ -40,7 +43,8 @@ def broker(tmp_path_factory):
                        (RT.GROUP, "modern-readers", PT.LITERAL, Op.READ),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE),
-                       (RT.TRANSACTIONAL_ID, TXN_PREFIX, PT.PREFIXED, Op.WRITE)]
+                       (RT.TRANSACTIONAL_ID, TXN_PREFIX, PT.PREFIXED, Op.WRITE),
+                       (RT.USER, "User:bob", PT.LITERAL, Op.CREATE_TOKENS)]  # KIP-373: bob's tokens
             answer = admin.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
                 resource_type=kind, resource_name=name, resource_pattern_type=pattern, principal="User:alice",
                 host="*", operation=op, permission_type=P.ALLOW) for kind, name, pattern, op in grants]), 3)
@@ -210,6 +214,10 @@ CASES = [
         m.UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version", max_version_level=1, upgrade_type=2)]),
      lambda r: r.error_code == 0 and [f.feature for f in r.results] == ["transaction.version"],
      lambda r: r.error_code == CLUSTER_AUTH and r.error_message == "Cluster authorization failed." and not r.results),
+    ("CreateDelegationToken for another owner", 3, lambda: m.CreateDelegationTokenRequest(  # CREATE_TOKENS, USER
+        owner_principal_type="User", owner_principal_name="bob", renewers=[]),
+     lambda r: r.error_code == 0 and (r.principal_name, r.token_requester_principal_name) == ("bob", "alice"),
+     lambda r: r.error_code == ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED and not r.hmac),
 ]
 
 

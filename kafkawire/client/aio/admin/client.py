@@ -20,7 +20,7 @@ Each request goes to the broker that can answer it, and retriable errors are ret
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
 replica moves and leader elections (``replicas``),
 consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
-and SCRAM users (``security``).
+and SCRAM users (``security``), delegation tokens (``delegation_tokens``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
 that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
@@ -33,6 +33,7 @@ from ...core.admin.config import AdminConfig
 from ...core.properties import resolve
 from ...errors import KafkaConnectionError
 from .calls import AdminCalls, part_call
+from .delegation_tokens import DelegationTokenAdmin
 from .groups import GroupAdmin
 from .partitions import PartitionAdmin
 from .replicas import ReplicaAdmin
@@ -62,6 +63,7 @@ class AsyncAdminClient:
         self._share_groups = ShareGroupAdmin(calls)
         self._transactions = TransactionAdmin(calls)
         self._security = SecurityAdmin(calls)
+        self._tokens = DelegationTokenAdmin(calls)
 
     # ---- the parts' calls ------------------------------------------------------------------------------------
     create_topics = part_call("_topics", TopicAdmin.create_topics)
@@ -104,6 +106,11 @@ class AsyncAdminClient:
     delete_acls = part_call("_security", SecurityAdmin.delete_acls)
     describe_user_scram_credentials = part_call("_security", SecurityAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = part_call("_security", SecurityAdmin.alter_user_scram_credentials)
+
+    create_delegation_token = part_call("_tokens", DelegationTokenAdmin.create_delegation_token)
+    renew_delegation_token = part_call("_tokens", DelegationTokenAdmin.renew_delegation_token)
+    expire_delegation_token = part_call("_tokens", DelegationTokenAdmin.expire_delegation_token)
+    describe_delegation_token = part_call("_tokens", DelegationTokenAdmin.describe_delegation_token)
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
