@@ -50,4 +50,5 @@ class ProducerIdApi:
         if state.authorizer is None or state.allowed(context, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
                                                      "kafka-cluster"):
             return True
-        return any(state.allowed(context, Operation.WRITE, ResourceType.TOPIC, name) for name in state.topics.topics)
+        return state.authorizer.authorize_any(context.principal, context.client_host, Operation.WRITE,
+                                              ResourceType.TOPIC)

@@ -162,6 +162,29 @@ class Authorizer:
             return True
         return self.allow_if_no_acl and not found_resource_acl
 
+    def authorize_any(self, principal: str, host: str, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether ``operation`` is allowed on some resource of ``resource_type``, named or not yet made, as
+        Kafka's ``authorizeByResourceType``: an ALLOW binding for the principal that no DENY binding
+        covers (a DENY of the same literal name, a DENY prefix of it, or a DENY of every name)."""
+        if principal in self.super_users:
+            return True
+
+        def applies(acl: AclBinding) -> bool:
+            return (acl.resource_type is resource_type and acl.principal in (principal, WILDCARD_PRINCIPAL)
+                    and acl.host in (host, WILDCARD) and acl.operation in (operation, Operation.ALL))
+        denied = [acl for acl in self.acls if acl.permission is Permission.DENY and applies(acl)]
+        if any(acl.resource_name == WILDCARD and acl.pattern_type is PatternType.LITERAL for acl in denied):
+            return False
+
+        def covered(allow: AclBinding) -> bool:
+            return any((deny.pattern_type is PatternType.LITERAL and deny.resource_name == allow.resource_name
+                        and allow.pattern_type is PatternType.LITERAL)
+                       or (deny.pattern_type is PatternType.PREFIXED
+                           and allow.resource_name.startswith(deny.resource_name)) for deny in denied)
+        if any(acl.permission is Permission.ALLOW and applies(acl) and not covered(acl) for acl in self.acls):
+            return True
+        return self.allow_if_no_acl and not any(acl.resource_type is resource_type for acl in self.acls)
+
     def create(self, bindings: list[AclBinding]) -> list[str | None]:
         """Add ACLs; per binding, None or Kafka's reason for refusing it."""
         results: list[str | None] = []

@@ -102,3 +102,23 @@ def test_the_stored_security_state_is_readable_by_its_owner_only(tmp_path, monke
     for name in ("acls.json", "scram-credentials.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
     assert not (tmp_path / "acls.json.tmp").exists()
+
+
+def test_an_operation_on_some_resource_of_a_type(tmp_path):
+    """KIP-679's idempotent producers need WRITE on some topic, made or not: authorizeByResourceType."""
+    auth = Authorizer(tmp_path / "acls.json", super_users=["User:admin"])
+    assert not auth.authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)
+    auth.create([acl("tok-", Op.WRITE, pattern=PT.PREFIXED), acl("orders", Op.ALL, principal=BOB),
+                 acl("orders", Op.WRITE, P.DENY, principal=BOB)])
+    assert auth.authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)  # a prefix, no such topic yet
+    assert not auth.authorize_any(ALICE, "h", Op.WRITE, RT.GROUP)
+    assert not auth.authorize_any(BOB, "h", Op.WRITE, RT.TOPIC)  # its one ALLOW is denied
+    assert auth.authorize_any(BOB, "h", Op.READ, RT.TOPIC)  # ALL covers READ
+    auth.create([acl("tok-ab", Op.WRITE, P.DENY, pattern=PT.PREFIXED)])
+    assert auth.authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)  # a narrower deny leaves the rest of the prefix
+    auth.create([acl("tok", Op.WRITE, P.DENY, pattern=PT.PREFIXED)])
+    assert not auth.authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)  # a deny prefix covering the allow
+    auth.create([acl("*", Op.WRITE, principal=BOB), acl("*", Op.WRITE, P.DENY, principal="User:*")])
+    assert not auth.authorize_any(BOB, "h", Op.WRITE, RT.TOPIC)  # a deny of every name wins
+    assert auth.authorize_any("User:admin", "h", Op.WRITE, RT.TOPIC)
+    assert Authorizer(None, allow_if_no_acl=True).authorize_any(ALICE, "h", Op.WRITE, RT.TOPIC)

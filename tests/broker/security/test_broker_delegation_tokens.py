@@ -111,7 +111,7 @@ def test_kafka_python_authenticates_with_a_token_as_its_owner(broker, kafka_pyth
     with _admin(broker, "alice") as admin:
         token = admin.create_delegation_token().result(30)
     assert token.owner == token.token_requester == "User:alice" and len(token.hmac) == 64  # HMAC-SHA512
-    producer = KafkaProducer(bootstrap_servers=_sasl(broker), enable_idempotence=False, **_token_settings(token))
+    producer = KafkaProducer(bootstrap_servers=_sasl(broker), **_token_settings(token))
     producer.send(topic, b"with a token").get(30)  # alice's ACLs apply: the principal is the owner
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=_sasl(broker), auto_offset_reset="earliest",
