@@ -37,7 +37,7 @@ def _condition(F, condition):
 
 
 def _tally(F, table, tally: Tally, width: int) -> list[tuple]:
-    for condition in tally.where:
+    for condition in tally.conditions:
         table = table.where(_condition(F, condition))
     bucket = (F.expr(f"unix_micros(ts) div {width}") if tally.timed else F.lit(None)).alias("bucket")
     figure = (F.count(F.lit(1)) if tally.how == "count" else

@@ -61,7 +61,7 @@ def bucket_width(first_us: int, last_us: int, max_buckets: int = MAX_BUCKETS) ->
 
 @dataclass(frozen=True)
 class Tally:
-    """Rows of ``table`` that pass ``where`` (conditions all true: ``("eq", column, value)``,
+    """Rows of ``table`` that pass ``conditions`` (conditions all true: ``("eq", column, value)``,
     ``("in", column, values)``, ``("valid", column)``), grouped by time bucket (when ``timed``) and the
     ``keys`` columns; per group the row count (``how`` "count"), or the sum or largest value of
     ``value``. An engine gives rows ``(bucket or None, *keys, figure)``."""
@@ -71,6 +71,11 @@ class Tally:
     value: str | None = None
     where: tuple[tuple, ...] = ()
     timed: bool = True
+
+    @property
+    def conditions(self) -> tuple[tuple, ...]:
+        """``where``, and a time for a timed tally (a row without one is in no bucket)."""
+        return (*self.where, ("valid", "ts")) if self.timed else self.where
 
 
 _REQUEST = ("eq", "direction", "request")
@@ -180,8 +185,10 @@ def shape(first_us: int | None, width: int, tallies: dict[str, list[tuple]], lat
     data = ChartData(bucket_us=width)
     if first_us is None:
         return data
-    first = first_us // width
-    last = max([first] + [row[0] for name, tally in TALLIES.items() if tally.timed for row in tallies[name]])
+    # the frames' span, widened to any row of another table outside it (none in a decode's tables)
+    timed = [row[0] for name, tally in TALLIES.items() if tally.timed for row in tallies[name]]
+    first = min([first_us // width] + timed)
+    last = max([first] + timed)
     count = last - first + 1
     data.buckets = [(first + i) * width for i in range(count)]
     data.requests = _series(tallies["requests"], count, first, top=len(tallies["requests"]))

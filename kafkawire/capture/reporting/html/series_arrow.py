@@ -40,13 +40,12 @@ class _Tables:
         self.out = out
 
     def read(self, tally: Tally) -> pa.Table:
-        columns = sorted({*tally.keys, *([tally.value] if tally.value else []), *(c[1] for c in tally.where),
-                          *(["ts"] if tally.timed else [])})
+        columns = sorted({*tally.keys, *([tally.value] if tally.value else []), *(c[1] for c in tally.conditions)})
         if tally.table == "commits":
-            return self._commits()
+            return _filtered(self._commits(), tally.conditions)
         if tally.table == "response_errors":
-            return self._response_errors()
-        return _filtered(_read(self.out, tally.table, columns), tally.where)
+            return _filtered(self._response_errors(), tally.conditions)
+        return _filtered(_read(self.out, tally.table, columns), tally.conditions)
 
     def _commits(self) -> pa.Table:
         """One row per partition an OffsetCommit request commits: ts, group_id, topic, partition,
