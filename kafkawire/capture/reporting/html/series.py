@@ -157,7 +157,8 @@ def _lag(high_watermarks, commits, count: int, first: int) -> dict[str, list[int
             watermarks.setdefault((topic, partition), {})[bucket] = high
     highest: dict = {}  # (topic, partition) -> the running maximum per bucket, in bucket order
     for key, per_bucket in watermarks.items():
-        running, seen = [None] * count, None
+        running: list[int | None] = [None] * count
+        seen = None
         for i in range(count):
             high = per_bucket.get(first + i)
             seen = high if seen is None or (high is not None and high > seen) else seen
@@ -165,11 +166,11 @@ def _lag(high_watermarks, commits, count: int, first: int) -> dict[str, list[int
         highest[key] = running
     lags: dict = {}
     for bucket, group, topic, partition, committed in commits:
-        running = highest.get((topic, partition))
-        if running is None or committed is None or committed < 0 or running[bucket - first] is None:
+        high = highest.get((topic, partition), [None] * count)[bucket - first]
+        if high is None or committed is None or committed < 0:
             continue
         values = lags.setdefault((group, topic, partition), [None] * count)
-        values[bucket - first] = max(running[bucket - first] - committed, 0)
+        values[bucket - first] = max(high - committed, 0)
     ranked = sorted(lags.items(), key=lambda item: (-max(v for v in item[1] if v is not None),
                                                    tuple(_label(k) for k in item[0])))
     return {f"{_label(group)} {_label(topic)}-{partition}": values

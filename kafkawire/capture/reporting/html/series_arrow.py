@@ -101,7 +101,7 @@ def _groups(table: pa.Table, names, width: int | None = None):
     """(the key columns as (codes, values by code or None for buckets), each row's group, the first row
     of each group, the groups' count, the smallest bucket) of ``table`` grouped by its ``names`` columns
     and, given a ``width``, the time bucket of its ``ts`` first."""
-    keys = [_codes(table[name]) for name in names]
+    keys: list[tuple[np.ndarray, list | None]] = [_codes(table[name]) for name in names]
     low = 0
     if width is not None:
         buckets = pc.cast(table["ts"], pa.int64()).to_numpy(zero_copy_only=False) // width
