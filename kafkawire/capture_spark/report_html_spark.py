@@ -4,7 +4,7 @@ for tables too large for the driver or behind a URI; the other engine is
 buckets and the keys, come back to the driver."""
 from __future__ import annotations
 
-from ..capture.reporting.html.series import FILL_BINS, TALLIES, ChartData, Tally, bucket_width, shape
+from ..capture.reporting.html.series import FILL_BINS, SPANNED, TALLIES, ChartData, Tally, bucket_width, shape
 from ..capture.reporting.report import PERCENTILES
 from ..capture.tables.table_sets import BODIES
 
@@ -14,19 +14,20 @@ def compute(spark, out_dir: str) -> ChartData:
     from pyspark.sql import functions as F
 
     out = str(out_dir).rstrip("/")
-    frames = spark.read.parquet(f"{out}/frames")
-    span = frames.agg(F.min(F.unix_micros("ts")).alias("first"), F.max(F.unix_micros("ts")).alias("last")).first()
-    if span["first"] is None:
+    tables = {name: spark.read.parquet(f"{out}/{name}") for name in SPANNED}
+    spans = [tables[name].agg(F.min(F.unix_micros("ts")).alias("first"), F.max(F.unix_micros("ts")).alias("last"))
+             .first() for name in SPANNED]
+    if spans[0]["first"] is None:  # no frames
         return shape(None, 1, {}, [], {})
-    width = bucket_width(span["first"], span["last"])
-    tables = {"frames": frames, "commits": _commits(spark, out),
-              "response_errors": frames.where(F.col("direction") == "response").select(
-                  "api_name", F.explode("error_codes").alias("error_code"))}
-    for name in ("fetches", "produces"):
-        tables[name] = spark.read.parquet(f"{out}/{name}")
+    first = min(span["first"] for span in spans if span["first"] is not None)
+    width = bucket_width(first, max(span["last"] for span in spans if span["last"] is not None))
+    frames = tables["frames"]
+    tables["commits"] = _commits(spark, out)
+    tables["response_errors"] = frames.where(F.col("direction") == "response").select(
+        "api_name", F.explode("error_codes").alias("error_code"))
     tallies = {name: _tally(F, tables[tally.table], tally, width) for name, tally in TALLIES.items()}
     answered = tables["fetches"].where(F.col("response_size").isNotNull())
-    return shape(span["first"], width, tallies, _latency(F, frames), _fills(F, answered))
+    return shape(first, width, tallies, _latency(F, frames), _fills(F, answered))
 
 
 def _condition(F, condition):

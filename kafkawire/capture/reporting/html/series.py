@@ -78,6 +78,8 @@ class Tally:
         return (*self.where, ("valid", "ts")) if self.timed else self.where
 
 
+# The tables whose times the buckets span (the frames first; commits are frames' bodies).
+SPANNED = ("frames", "fetches", "produces")
 _REQUEST = ("eq", "direction", "request")
 _ANSWERED = ("valid", "response_size")
 TALLIES: dict[str, Tally] = {
@@ -179,14 +181,15 @@ def _lag(high_watermarks, commits, count: int, first: int) -> dict[str, list[int
 
 def shape(first_us: int | None, width: int, tallies: dict[str, list[tuple]], latency: list[dict],
           fills: dict[str, list[tuple]]) -> ChartData:
-    """The ChartData from one engine's figures: the buckets' first and width, the rows of each of
+    """The ChartData from one engine's figures: the first time of the ``SPANNED`` tables and the buckets'
+    width (``bucket_width`` of their span; ``first_us`` None: no frames), the rows of each of
     ``TALLIES`` (buckets as numbers since the epoch, in widths), the latency rows and the fill rows."""
     from ....error_codes import ErrorCode
 
     data = ChartData(bucket_us=width)
     if first_us is None:
         return data
-    # the frames' span, widened to any row of another table outside it (none in a decode's tables)
+    # widened to a row outside the span (none: the commits are frames' bodies)
     timed = [row[0] for name, tally in TALLIES.items() if tally.timed for row in tallies[name]]
     first = min([first_us // width] + timed)
     last = max([first] + timed)

@@ -13,16 +13,17 @@ import pyarrow.compute as pc
 from ...tables.table_sets import BODIES
 from ..report import PERCENTILES, rank_of
 from ..report_arrow import _read
-from .series import FILL_BINS, TALLIES, ChartData, Tally, bucket_width, shape
+from .series import FILL_BINS, SPANNED, TALLIES, ChartData, Tally, bucket_width, shape
 
 
 def compute(out: str) -> ChartData:
     """The ChartData of the tables in ``out`` (a local folder)."""
     path = out[len("file://"):] if out.startswith("file://") else out
-    times = pc.cast(_read(path, "frames", ["ts"])["ts"], pa.int64())
-    first, last = pc.min(times).as_py(), pc.max(times).as_py()
-    if first is None:
+    spans = [pc.min_max(pc.cast(_read(path, table, ["ts"])["ts"], pa.int64())).as_py() for table in SPANNED]
+    if spans[0]["min"] is None:  # no frames
         return shape(None, 1, {}, [], {})
+    first = min(span["min"] for span in spans if span["min"] is not None)
+    last = max(span["max"] for span in spans if span["max"] is not None)
     width = bucket_width(first, last)
     tables = _Tables(path)
     tallies = {name: tally_rows(tables.read(tally), tally, width) for name, tally in TALLIES.items()}
