@@ -17,6 +17,12 @@ def _times(data: ChartData) -> list[datetime]:
     return [datetime.fromtimestamp(us / 1e6, tz=timezone.utc) for us in data.buckets]
 
 
+def _span(data: ChartData) -> dict:
+    """The x axis of a chart over time: the capture's whole span, the same on every such chart."""
+    return dict(range=[_times(data)[0], datetime.fromtimestamp((data.buckets[-1] + data.bucket_us) / 1e6,
+                                                                 tz=timezone.utc)])
+
+
 def _per_second(values: list[int], data: ChartData) -> list[float]:
     return [value * 1e6 / data.bucket_us for value in values]
 
@@ -26,7 +32,8 @@ def requests_per_second(data: ChartData) -> go.Figure | None:
         return None
     figure = go.Figure([go.Scatter(x=_times(data), y=_per_second(values, data), name=api, mode="lines",
                                    stackgroup="requests") for api, values in data.requests.items()])
-    return figure.update_layout(title="Requests per second per API", yaxis_title="requests/s", **_LAYOUT)
+    return figure.update_layout(title="Requests per second per API", yaxis_title="requests/s", xaxis=_span(data),
+                                **_LAYOUT)
 
 
 def latency_percentiles(data: ChartData) -> go.Figure | None:
@@ -52,7 +59,7 @@ def topic_bytes(data: ChartData) -> go.Figure | None:
                        + [go.Scatter(x=times, y=[-v for v in _per_second(values, data)], name=f"out: {topic}",
                                      mode="lines", stackgroup="out") for topic, values in data.bytes_out.items()])
     return figure.update_layout(title="Record bytes per second per topic: in (produced, up) and out (fetched, down)",
-                                yaxis_title="bytes/s", **_LAYOUT)
+                                yaxis_title="bytes/s", xaxis=_span(data), **_LAYOUT)
 
 
 def _bin_labels() -> list[str]:
@@ -84,7 +91,7 @@ def consumer_lag(data: ChartData) -> go.Figure | None:
     figure = go.Figure([go.Scatter(x=_times(data), y=values, name=name, mode="lines+markers", connectgaps=True)
                         for name, values in data.lag.items()])
     return figure.update_layout(title="Consumer lag per group and partition (high watermark less committed offset)",
-                                yaxis_title="records", **_LAYOUT)
+                                yaxis_title="records", xaxis=_span(data), **_LAYOUT)
 
 
 def timeline(data: ChartData) -> go.Figure | None:
@@ -100,7 +107,7 @@ def timeline(data: ChartData) -> go.Figure | None:
             customdata=[v for _, v in points], hovertemplate="%{x}: %{customdata} requests",
             marker=dict(size=[min(6 + v ** 0.5, 30) for _, v in points])))
     return figure.update_layout(title="Rebalances and transactions: group membership and transaction requests",
-                                showlegend=False, **_LAYOUT)
+                                showlegend=False, xaxis=_span(data), **_LAYOUT)
 
 
 def errors_by_code(data: ChartData) -> go.Figure | None:
