@@ -16,37 +16,37 @@ from ..report_arrow import _read
 from .series import FILL_BINS, SPANNED, TALLIES, ChartData, Tally, bucket_width, shape
 
 
+# Each table is read once, with every column a chart of it needs.
+_COLUMNS = {"frames": ["ts", "direction", "api_name", "api_version", "latency_ms", "error_codes"],
+            "fetches": ["ts", "connection", "correlation_id", "topic", "partition", "max_bytes", "partition_max_bytes",
+                        "records_bytes", "batch_count", "high_watermark", "response_size"],
+            "produces": ["ts", "topic", "records_bytes"]}
+
+
 def compute(out: str) -> ChartData:
     """The ChartData of the tables in ``out`` (a local folder)."""
-    path = out[len("file://"):] if out.startswith("file://") else out
-    spans = [pc.min_max(pc.cast(_read(path, table, ["ts"])["ts"], pa.int64())).as_py() for table in SPANNED]
+    tables = _Tables(out[len("file://"):] if out.startswith("file://") else out)
+    spans = [pc.min_max(pc.cast(tables.base[name]["ts"], pa.int64())).as_py() for name in SPANNED]
     if spans[0]["min"] is None:  # no frames
         return shape(None, 1, {}, [], {})
     first = min(span["min"] for span in spans if span["min"] is not None)
-    last = max(span["max"] for span in spans if span["max"] is not None)
-    width = bucket_width(first, last)
-    tables = _Tables(path)
+    width = bucket_width(first, max(span["max"] for span in spans if span["max"] is not None))
     tallies = {name: tally_rows(tables.read(tally), tally, width) for name, tally in TALLIES.items()}
-    frames = _read(path, "frames", ["direction", "api_name", "api_version", "latency_ms"])
-    fetches = _filtered(_read(path, "fetches", ["connection", "correlation_id", "max_bytes", "partition_max_bytes",
-                                                "records_bytes", "batch_count", "response_size"]),
-                        (("valid", "response_size"),))
-    return shape(first, width, tallies, latency_rows(frames), fill_rows(fetches))
+    answered = _filtered(tables.base["fetches"], (("valid", "response_size"),))
+    return shape(first, width, tallies, latency_rows(tables.base["frames"]), fill_rows(answered))
 
 
 class _Tables:
-    """The tables the tallies read, with the two derived ones (``commits``, ``response_errors``)."""
+    """The tables the tallies read (``base``), with the two derived ones (``commits``, ``response_errors``)."""
 
     def __init__(self, out: str):
         self.out = out
+        self.base = {name: _read(out, name, columns) for name, columns in _COLUMNS.items()}
 
     def read(self, tally: Tally) -> pa.Table:
-        columns = sorted({*tally.keys, *([tally.value] if tally.value else []), *(c[1] for c in tally.conditions)})
-        if tally.table == "commits":
-            return _filtered(self._commits(), tally.conditions)
-        if tally.table == "response_errors":
-            return _filtered(self._response_errors(), tally.conditions)
-        return _filtered(_read(self.out, tally.table, columns), tally.conditions)
+        derived = {"commits": self._commits, "response_errors": self._response_errors}
+        table = derived[tally.table]() if tally.table in derived else self.base[tally.table]
+        return _filtered(table, tally.conditions)
 
     def _commits(self) -> pa.Table:
         """One row per partition an OffsetCommit request commits: ts, group_id, topic, partition,
@@ -69,7 +69,7 @@ class _Tables:
                          "committed_offset": pc.struct_field(flat, "committed_offset")})
 
     def _response_errors(self) -> pa.Table:
-        frames = _read(self.out, "frames", ["direction", "api_name", "error_codes"])
+        frames = self.base["frames"]
         frames = frames.filter(pc.equal(frames["direction"], "response"))
         codes = _array(frames["error_codes"])
         return pa.table({"api_name": pc.take(_array(frames["api_name"]), pc.list_parent_indices(codes)),
