@@ -86,7 +86,7 @@ def _latency(F, frames) -> list[dict]:
 
 
 def _fills(F, answered) -> dict[str, list[tuple]]:
-    """The fill tallies (``series.fill_bin``) of responses and of partitions, as ``series_arrow._fill``."""
+    """The fill tallies (``series.fill_figures``) of responses and of partitions, as ``series_arrow._fill``."""
     responses = answered.groupBy("connection", "correlation_id").agg(
         F.sum(F.coalesce(F.col("records_bytes"), F.lit(0))).alias("size"),
         F.max(F.col("max_bytes").cast("long")).alias("limit"),

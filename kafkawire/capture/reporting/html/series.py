@@ -114,15 +114,9 @@ class ChartData:
         return not self.buckets
 
 
-def fill_bin(records_bytes: int, limit: int) -> int:
-    """The fill bin of ``records_bytes`` against ``limit``: 0..FILL_BINS-1 within it, FILL_BINS past it."""
-    if records_bytes > limit:
-        return FILL_BINS
-    return min(records_bytes * FILL_BINS // limit, FILL_BINS - 1)
-
-
 def fill_figures(rows) -> dict:
-    """A fill chart's figures from rows (bin, limit-bound, count) of one engine's fill tally."""
+    """A fill chart's figures from rows (bin, limit-bound, count) of one engine's fill tally: bin
+    ``bytes * FILL_BINS // limit`` (at most FILL_BINS - 1) within the limit, FILL_BINS past it."""
     bins = [0] * (FILL_BINS + 1)
     bound = 0
     for bin_, is_bound, count in rows:
@@ -131,15 +125,15 @@ def fill_figures(rows) -> dict:
     return dict(bins=bins, bound=bound, over=bins[FILL_BINS], total=sum(bins))
 
 
-def _series(rows, count: int, first: int, top: int = TOP_SERIES, name=lambda key: key) -> dict[str, list[int]]:
+def _series(rows, count: int, first: int, top: int = TOP_SERIES) -> dict[str, list[int]]:
     """Per key, its figure per bucket (zero where absent), the ``top`` largest keys by total and the rest
-    as ``OTHER``; ``name`` turns a key into its label."""
+    as ``OTHER``."""
     per_key: dict = {}
-    for bucket, *key, figure in rows:
-        values = per_key.setdefault(tuple(key) if len(key) > 1 else key[0], [0] * count)
+    for bucket, key, figure in rows:
+        values = per_key.setdefault(key, [0] * count)
         values[bucket - first] += figure or 0
-    ranked = sorted(per_key.items(), key=lambda item: (-sum(item[1]), _label(name(item[0]))))
-    series = {_label(name(key)): values for key, values in ranked[:top]}
+    ranked = sorted(per_key.items(), key=lambda item: (-sum(item[1]), _label(item[0])))
+    series = {_label(key): values for key, values in ranked[:top]}
     if len(ranked) > top:
         series[OTHER] = [sum(column) for column in zip(*(values for _, values in ranked[top:]))]
     return series

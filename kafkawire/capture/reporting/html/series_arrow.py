@@ -164,7 +164,7 @@ def latency_rows(frames: pa.Table) -> list[dict]:
 
 
 def fill_rows(fetches: pa.Table) -> dict[str, list[tuple]]:
-    """The fill tallies (``series.fill_bin``): rows (bin, limit-bound, count) for responses (their
+    """The fill tallies (``series.fill_figures``): rows (bin, limit-bound, count) for responses (their
     partitions' bytes and batches added up, against MaxBytes) and for partitions (PartitionMaxBytes)."""
     def numbers(table, name):
         return pc.fill_null(_array(table[name]).cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
