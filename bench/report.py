@@ -42,6 +42,7 @@ def write_tables(out: Path, rows: int, seed: int = 1) -> None:
     n, m = rows // 2, rows // 4
     request = rng.random(n) < 0.5
     write("frames", dict(
+        ts=pa.array(rng.integers(0, 3_600_000_000, n)).cast(pa.timestamp("us", tz="UTC")),  # an hour
         direction=np.where(request, "request", "response"),
         api_name=np.array(["Fetch", "Produce", "Metadata", "ApiVersions", "Heartbeat"])[rng.integers(0, 5, n)],
         api_version=rng.integers(0, 13, n).astype(np.int16), size=rng.integers(10, 5000, n).astype(np.int32),

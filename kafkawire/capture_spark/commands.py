@@ -55,6 +55,9 @@ def add_report_command(commands) -> None:
                              f"Spark otherwise")
     report.add_argument("--master", help="Spark master URL, when Spark reads the tables (default: local[*])")
     report.add_argument("--json", action="store_true", help="print JSON instead of text")
+    report.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML page of charts and tables to FILE "
+                             "(it opens without network access)")
     report.add_argument("--share-delivery-limit", type=_positive, default=DEFAULT_DELIVERY_LIMIT, metavar="N",
                         help="the brokers' group.share.delivery.count.limit, which no frame carries: the share "
                              f"groups' records released at N deliveries are archived (default {DEFAULT_DELIVERY_LIMIT}, "
@@ -169,10 +172,20 @@ def report(args) -> int:
         check_tables(args.tables)
     except (KafkaWireError, OSError) as error:  # TableSetError; a URI's file system that cannot be reached
         return _refuse("report", error)
+    if args.html:
+        try:
+            import plotly  # noqa: F401  (the capture extra's; checked before the report is computed)
+        except ImportError:
+            return _refuse("report", "--html draws with plotly: pip install 'kafkawire[capture]'")
     engine = reports.engine_for(args.tables, args.engine)
+    charts = None
     if engine == "arrow":
         try:
             summary = reports.build_arrow(args.tables, delivery_limit=args.share_delivery_limit)
+            if args.html:
+                from ..capture.reporting.html.series_arrow import compute
+
+                charts = compute(args.tables)
         except (OSError, pa.ArrowException) as error:
             print(f"kafkawire report: cannot read the tables in {args.tables}: {error}", file=sys.stderr)
             return 1
@@ -183,7 +196,21 @@ def report(args) -> int:
         spark = session(args.master, keep_classes=True)
         try:
             summary = build(spark, args.tables, delivery_limit=args.share_delivery_limit)
+            if args.html:
+                from .report_html_spark import compute as compute_on_spark
+
+                charts = compute_on_spark(spark, args.tables)
         finally:
             stop(spark)
     print(json.dumps(asdict(summary), indent=2, default=str) if args.json else summary.text())
+    if charts is not None:
+        from ..capture.reporting.html.page import render
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as page:
+                page.write(render(summary, charts, f"kafkawire report of {args.tables}"))
+        except OSError as error:
+            print(f"kafkawire report: cannot write {args.html}: {error}", file=sys.stderr)
+            return 1
+        print(f"kafkawire report: wrote {args.html}", file=sys.stderr)
     return 0

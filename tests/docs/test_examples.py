@@ -141,6 +141,15 @@ def capture_in_frames_folder(frames_folder) -> Path:
     return capture
 
 
+@pytest.fixture(scope="module")
+def tables_in_frames_folder(frames_folder, capture_in_frames_folder) -> Path:
+    """``tables/`` of the ``kafkawire report`` examples: ``capture.pcapng`` decoded without Spark (as
+    `kafkawire decode` would, by the job's own stages in this process)."""
+    from support.capture_in_process import decode_in_process
+
+    return decode_in_process(capture_in_frames_folder, frames_folder / "tables")
+
+
 def uses_plugin_fixtures(code: str) -> bool:
     """Whether the example defines tests that take kafkawire's pytest fixtures (kafka_broker...)."""
     return re.search(r"^def test_\w+\([^)]*\bkafka_(broker|cluster)", code, re.MULTILINE) is not None
@@ -217,6 +226,8 @@ def test_sh_example(language, line, code, broker, frames_folder, request, tmp_pa
         return
     if "capture.pcapng" in code:
         request.getfixturevalue("capture_in_frames_folder")
+    if "kafkawire report tables/" in code:
+        request.getfixturevalue("tables_in_frames_folder")
     if BROKER_COMMAND in code:
         assert broker is None or "in use" in broker
         if broker is not None:

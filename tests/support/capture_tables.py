@@ -1,16 +1,18 @@
 """Table sets as `kafkawire decode` writes them, made up with pyarrow for the report's tests: every
 column the report reads, drawn from small sets so that groups, ties and nulls are common, in several
-part files per table."""
+part files per table (``random_tables``); and large ones of many topics and groups over an hour, made
+with numpy (``large_tables``)."""
 from __future__ import annotations
 
 import datetime
 import random
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kafkawire.capture.tables.table_schemas import TABLES
+from kafkawire.capture.tables.table_schemas import TABLES, body_schema
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -99,3 +101,53 @@ def random_tables(out: Path, seed: int, rows: int = 400, records: bool = True) -
         _write(out, "records", [dict(topic="t", partition=0, offset=n) for n in range(rows // 5)], 1)
     (out / "_summary").mkdir()
     return out
+
+
+def large_tables(out: Path, requests: int, seed: int = 7) -> Path:
+    """A made-up table set of ``requests`` requests and as many responses over an hour, fetches and
+    produces of 500 topics and offset commits of 200 groups: a large capture's variety."""
+    rng = np.random.default_rng(seed)
+    t0 = 1_780_000_000_000_000
+
+    def write(name, columns: dict, count: int, schema=None):
+        schema = schema or TABLES[name]
+        arrays = [pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(count, f.type)
+                  for f in schema]
+        (out / name).mkdir(parents=True)
+        pq.write_table(pa.Table.from_arrays(arrays, schema=schema), out / name / "part-00000-000.parquet")
+
+    n = 2 * requests
+    ts = (t0 + rng.integers(0, 3_600_000_000, n)).astype("datetime64[us]")
+    apis = np.array(["Fetch", "Produce", "Metadata", "JoinGroup", "EndTxn", "OffsetCommit"])
+    write("frames", dict(
+        ts=ts, direction=np.where(np.arange(n) % 2 == 0, "request", "response"),
+        api_name=apis[rng.integers(0, len(apis), n)], api_version=rng.integers(0, 13, n).astype(np.int16),
+        size=rng.integers(10, 5000, n).astype(np.int32), client=np.full(n, "10.0.0.1:1"),
+        latency_ms=pa.array(rng.random(n) * 100, mask=np.arange(n) % 2 == 0),
+        error_codes=_error_codes(n)), n)
+    topics = np.array([f"topic-{i}" for i in range(500)])
+    m = requests
+    common = dict(ts=ts[:m], topic=topics[rng.integers(0, 500, m)], partition=rng.integers(0, 8, m).astype(np.int32),
+                  records_bytes=rng.integers(0, 1 << 20, m))
+    write("fetches", dict(common, connection=np.array([f"c{i}" for i in range(50)])[rng.integers(0, 50, m)],
+                          correlation_id=rng.integers(0, m, m).astype(np.int32), max_bytes=np.full(m, 1 << 22, np.int32),
+                          partition_max_bytes=np.full(m, 1 << 20, np.int32), batch_count=np.full(m, 4, np.int32),
+                          high_watermark=rng.integers(10**6, 10**7, m), response_size=np.full(m, 5000, np.int32)), m)
+    write("produces", common, m)
+    for name in ("problems", "connections"):
+        write(name, {}, 0)
+    groups = np.array([f"group-{i}" for i in range(200)])
+    commits = body_schema("OffsetCommitRequest")
+    body = pa.array([dict(group_id=str(groups[i % 200]), topics=[dict(name=str(topics[i % 500]), partitions=[
+        dict(partition_index=i % 8, committed_offset=10**6 + i)])]) for i in range(m // 10)],
+        commits.field("body").type)
+    write("bodies/OffsetCommitRequest", dict(ts=ts[: m // 10], body=body), m // 10, commits)
+    return out
+
+
+def _error_codes(n: int) -> pa.Array:
+    """Responses' error codes: one code (of 50) on every seventh frame, none on the others."""
+    has = np.arange(n) % 7 == 0
+    offsets = np.concatenate([[0], np.cumsum(has)]).astype(np.int32)
+    codes = (np.flatnonzero(has) % 50 + 1).astype(np.int16)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(codes)).cast(pa.list_(pa.field("element", pa.int16())))
