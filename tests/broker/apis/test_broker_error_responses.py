@@ -95,7 +95,7 @@ def _expected_errors(key: int, version: int, request) -> int:
         return (1 if version >= 1 else 0) + _count(request.topic_partitions, "partitions")
     if key == 75:
         return _count(request.topics)
-    if key in (69, 77):  # ConsumerGroupDescribe, ShareGroupDescribe
+    if key in (69, 77, 89):  # ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe
         return _count(request.group_ids)
     if key == 90:  # DescribeShareGroupOffsets
         return _count(request.groups)
