@@ -155,3 +155,8 @@ def test_a_shutdown_request_reaches_every_member():
     request.shutdown_application = True
     coordinator.heartbeat(request, "client", "host")
     assert [code for code, _ in _beat(coordinator, b).status] == [Status.SHUTDOWN_APPLICATION]
+
+
+def test_an_existing_repartition_topic_keeps_its_count():
+    shape = Topology(1, (Subtopology("0", ("in",), ("rep",)), Subtopology("1", (), (), (), (TopicInfo("rep"),))))
+    assert configure(shape, {"in": 6, "rep": 3}).tasks == {"0": 6, "1": 3}

@@ -158,12 +158,16 @@ def configure(topology: Topology, partition_counts: Mapping[str, int]) -> Config
 
 
 def _repartition_counts(topology: Topology, partition_counts: Mapping[str, int]) -> dict[str, int]:
-    """Partition counts of the repartition topics: fixed ones as given, the others the largest input of
-    the subtopologies writing to them, resolved until nothing changes."""
+    """Partition counts of the repartition topics: fixed ones as given, existing ones as they are, the
+    others the largest input of the subtopologies writing to them, resolved until nothing changes."""
     decided = {t.name: t.partitions for s in topology.subtopologies for t in s.repartition_source_topics
                if t.partitions > 0}
-    flexible = {t.name for s in topology.subtopologies for t in s.repartition_source_topics
-                if t.partitions == 0 and t.name not in decided}
+    flexible = set()
+    for topic in (t.name for s in topology.subtopologies for t in s.repartition_source_topics if t.partitions == 0):
+        if topic in partition_counts:  # as Kafka, an existing topic keeps its count
+            decided.setdefault(topic, partition_counts[topic])
+        elif topic not in decided:
+            flexible.add(topic)
 
     def known(topic: str) -> int | None:
         return decided.get(topic, partition_counts.get(topic))
