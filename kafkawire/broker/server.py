@@ -118,6 +118,7 @@ class Broker:
                                        streams_session_timeout_ms=self.config.group_streams_session_timeout_ms,
                                        streams_heartbeat_interval_ms=self.config.group_streams_heartbeat_interval_ms,
                                        streams_num_standby_replicas=self.config.group_streams_num_standby_replicas,
+                                       streams_num_warmup_replicas=self.config.group_streams_num_warmup_replicas,
                                        configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
 
     def _build_security(self) -> None:

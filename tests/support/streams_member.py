@@ -38,6 +38,8 @@ class StreamsMember:
         self.endpoint_epoch = -1
         self.endpoints: list = []
         self.revoked: list[set[tuple[str, int]]] = []  # the active tasks each answer took away
+        self.offsets: dict[tuple[str, int], int] | None = None  # restored changelog offsets, to report
+        self.end_offsets: dict[tuple[str, int], int] | None = None
 
     def heartbeat(self, leave: bool = False) -> Request:
         joining = self.epoch == 0 and not leave
@@ -49,7 +51,8 @@ class StreamsMember:
                            if joining and self.endpoint else None),
             client_tags=[] if joining else None,
             active_tasks=_ids(self.active), standby_tasks=_ids(self.standby), warmup_tasks=_ids(self.warmup),
-            task_offsets=None, task_end_offsets=None, shutdown_application=False)
+            task_offsets=_offsets(self.offsets), task_end_offsets=_offsets(self.end_offsets),
+            shutdown_application=False)
 
     def received(self, response) -> None:
         assert response.error_code == 0, (response.error_code, response.error_message)
@@ -70,6 +73,12 @@ def _ids(tasks) -> list:
     for sub, p in sorted(tasks):
         by.setdefault(sub, []).append(p)
     return [Request.TaskIds(subtopology_id=s, partitions=ps) for s, ps in by.items()]
+
+
+def _offsets(offsets) -> list | None:
+    if offsets is None:
+        return None
+    return [Request.TaskOffset(subtopology_id=s, partition=p, offset=o) for (s, p), o in sorted(offsets.items())]
 
 
 def _tasks(entries) -> set[tuple[str, int]]:

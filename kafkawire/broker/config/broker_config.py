@@ -70,10 +70,12 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: str = "uniform,range"
     # KIP-1071 streams groups: group.streams.session.timeout.ms, group.streams.heartbeat.interval.ms,
-    # group.streams.num.standby.replicas
+    # group.streams.num.standby.replicas; group.streams.num.warmup.replicas (kafkawire's, after Kafka's later
+    # warm-up tasks: 0, none, as Kafka 4.3)
     group_streams_session_timeout_ms: int = 45_000
     group_streams_heartbeat_interval_ms: int = 5_000
     group_streams_num_standby_replicas: int = 0
+    group_streams_num_warmup_replicas: int = 0
     # KIP-932 share groups (broker.groups.share): group.share.session.timeout.ms,
     # group.share.heartbeat.interval.ms, group.share.record.lock.duration.ms (how long a consumer holds
     # the records it acquired), group.share.delivery.count.limit (deliveries before a record is
@@ -253,6 +255,7 @@ PROPERTIES = {
     "group.streams.session.timeout.ms": "group_streams_session_timeout_ms",
     "group.streams.heartbeat.interval.ms": "group_streams_heartbeat_interval_ms",
     "group.streams.num.standby.replicas": "group_streams_num_standby_replicas",
+    "group.streams.num.warmup.replicas": "group_streams_num_warmup_replicas",
     "group.share.session.timeout.ms": "group_share_session_timeout_ms",
     "group.share.heartbeat.interval.ms": "group_share_heartbeat_interval_ms",
     "group.share.record.lock.duration.ms": "group_share_record_lock_duration_ms",

@@ -73,7 +73,7 @@ class GroupCoordinator:
                  consumer_session_timeout_ms: int = 45000, consumer_heartbeat_interval_ms: int = 5000,
                  consumer_assignors: tuple[str, ...] = ("uniform", "range"),
                  streams_session_timeout_ms: int = 45000, streams_heartbeat_interval_ms: int = 5000,
-                 streams_num_standby_replicas: int = 0,
+                 streams_num_standby_replicas: int = 0, streams_num_warmup_replicas: int = 0,
                  configs: GroupConfigs | None = None) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (as KafkaApis does); ``fsync`` makes
@@ -105,6 +105,7 @@ class GroupCoordinator:
         self.streams = StreamsGroupCoordinator(
             topic_metadata, session_timeout_ms=streams_session_timeout_ms,
             heartbeat_interval_ms=streams_heartbeat_interval_ms, num_standby_replicas=streams_num_standby_replicas,
+            num_warmup_replicas=streams_num_warmup_replicas,
             clock=lambda: self.clock(), drop_classic=self._drop_empty_classic,
             foreign=lambda group_id: (self._classic_in_use(group_id) or group_id in self.consumer.groups
                                       or self.share_group(group_id)),

@@ -58,10 +58,11 @@ def test_configure_decides_repartition_and_changelog_counts():
     assert configure(shape, {}).status == (Status.MISSING_SOURCE_TOPICS, "Source topics in are missing.")
 
 
-def _coordinator(tmp_path=None, clock=None, standbys=1):
+def _coordinator(tmp_path=None, clock=None, standbys=1, warmups=0):
     store = StreamsGroupStore(tmp_path) if tmp_path is not None else None
     coordinator = StreamsGroupCoordinator(lambda: dict(TOPICS), session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
-                                          num_standby_replicas=standbys, clock=clock or FakeClock(), store=store)
+                                          num_standby_replicas=standbys, clock=clock or FakeClock(), store=store,
+                                          num_warmup_replicas=warmups)
     coordinator.load()
     return coordinator
 
@@ -72,6 +73,7 @@ def _beat(coordinator, member, leave=False):
     member.epoch = result.member_epoch
     if result.assignment is not None:
         member.active, member.standby = set(result.assignment.active), set(result.assignment.standby)
+        member.warmup = set(result.assignment.warmup)
     return result
 
 
@@ -82,8 +84,8 @@ STATELESS = topology({"id": "0", "sources": ["in"]})
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(["beat", "beat", "join", "leave"])), max_size=40))
 def test_members_following_the_protocol_never_share_an_active_task_and_settle(steps):
-    """Members a and b share a process, c and d another; one standby of each task."""
-    coordinator = _coordinator(standbys=1)
+    """Members a and b share a process, c and d another; one standby of each task, warm-ups on."""
+    coordinator = _coordinator(standbys=1, warmups=2)
     members: dict[str, StreamsMember] = {}
     for name, action in steps:
         member = members.get(name)
@@ -99,7 +101,7 @@ def test_members_following_the_protocol_never_share_an_active_task_and_settle(st
         assert len(actives) == len(set(actives))
         for process in ("p1", "p2"):  # never the active and a standby of a task in one process
             here = [m for m in members.values() if m.process_id == process]
-            assert not {t for m in here for t in m.active} & {t for m in here for t in m.standby}
+            assert not {t for m in here for t in m.active} & {t for m in here for t in m.standby | m.warmup}
     for _ in range(4):  # then everyone heartbeats: the group settles on the target, every task placed
         for member in members.values():
             _beat(coordinator, member)
@@ -160,3 +162,25 @@ def test_a_shutdown_request_reaches_every_member():
 def test_an_existing_repartition_topic_keeps_its_count():
     shape = Topology(1, (Subtopology("0", ("in",), ("rep",)), Subtopology("1", (), (), (), (TopicInfo("rep"),))))
     assert configure(shape, {"in": 6, "rep": 3}).tasks == {"0": 6, "1": 3}
+
+
+def test_a_stateful_task_moves_only_once_its_warm_up_has_caught_up():
+    coordinator = _coordinator(standbys=0, warmups=2)
+    a, b = StreamsMember("g", "a", SHAPE), StreamsMember("g", "b", SHAPE)
+    _beat(coordinator, a)
+    a.end_offsets = {("0", p): 1000 for p in range(6)}
+    for _ in range(2):
+        _beat(coordinator, a)
+        _beat(coordinator, b)
+    assert len(a.active) == 6 and b.active == set()  # the three moving to b keep running on a...
+    assert len(b.warmup) == 2  # ...while b restores two of them (the warm-up budget)
+    b.offsets = {task: 995 for task in b.warmup}  # within the acceptable recovery lag
+    for _ in range(3):
+        _beat(coordinator, b)
+        _beat(coordinator, a)
+    assert len(b.active) == 2 and len(b.warmup) == 1 and len(a.active) == 4
+    b.offsets |= {task: 1000 for task in b.warmup}
+    for _ in range(3):
+        _beat(coordinator, b)
+        _beat(coordinator, a)
+    assert len(a.active) == len(b.active) == 3 and b.warmup == set()

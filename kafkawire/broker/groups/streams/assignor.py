@@ -1,12 +1,12 @@
 """The server-side task assignor of streams groups: sticky and balanced, as Kafka's ``StickyTaskAssignor``.
 
 Active tasks first: a task stays with the member that had it while that member is under its share
-(the total divided evenly, a few members taking one more), else goes to a member that had it as a standby, else to the
-least loaded member of the least loaded process. Then, for each task of a stateful subtopology,
-``num.standby.replicas`` standby copies, each on a process that holds no other copy of the task
-(previous holders first, then the least loaded), so a standby can take over when the active's process
-goes away. With fewer processes than copies, fewer standbys are placed. Warm-up tasks are not produced
-(Kafka 4.3's assignor places none either).
+(the total divided evenly, a few members taking one more), else goes to a member that had it as a
+standby, else to the least loaded member of the least loaded process. Then, for each task of a
+stateful subtopology, ``num.standby.replicas`` standby copies, each on a process that holds no other
+copy of the task (previous holders first, then the least loaded), so a standby can take over when the
+active's process goes away. With fewer processes than copies, fewer standbys are placed. Warm-up
+tasks are not the assignor's (Kafka 4.3's places none): ``warmups`` refines its target.
 """
 from __future__ import annotations
 

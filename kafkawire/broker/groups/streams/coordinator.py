@@ -22,6 +22,7 @@ from .assignor import MemberSpec, assign
 from .state import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Member, MemberState, StreamsGroup, Tasks, reconcile
 from .store import StreamsGroupStore
 from .topology import Configured, InvalidTopology, Status, TopicInfo, Topology, configure
+from .warmups import caught_up, refine
 
 __all__ = ["StreamsGroupCoordinator", "HeartbeatResult", "StreamsError"]
 
@@ -56,10 +57,12 @@ class StreamsGroupCoordinator:
     """``topics()``: the cluster's topics, name -> (topic id, partition count); ``foreign(group)``: whether
     the id belongs to a group of another type (refused), ``drop_classic(group)`` forgets an empty classic
     group (offsets only) so the id can become a streams group; ``group_setting(group, name)`` the group's
-    streams.* config, the broker's otherwise."""
+    streams.* config, the broker's otherwise; ``num_warmup_replicas``: warm-up tasks at once (0: none,
+    as Kafka 4.3's assignor places none)."""
 
     def __init__(self, topics: Callable[[], dict[str, tuple[object, int]]], *, session_timeout_ms: int,
                  heartbeat_interval_ms: int, num_standby_replicas: int, clock: Callable[[], float],
+                 num_warmup_replicas: int = 0,
                  foreign: Callable[[str], bool] = lambda group_id: False,
                  drop_classic: Callable[[str], None] = lambda group_id: None,
                  store: StreamsGroupStore | None = None,
@@ -67,7 +70,8 @@ class StreamsGroupCoordinator:
         self.topics = topics
         self.defaults = {"streams.session.timeout.ms": session_timeout_ms,
                          "streams.heartbeat.interval.ms": heartbeat_interval_ms,
-                         "streams.num.standby.replicas": num_standby_replicas}
+                         "streams.num.standby.replicas": num_standby_replicas,
+                         "streams.num.warmup.replicas": num_warmup_replicas}
         self.clock = clock
         self.foreign = foreign
         self.drop_classic = drop_classic
@@ -186,7 +190,12 @@ class StreamsGroupCoordinator:
             task_end_offsets=_offsets(request.task_end_offsets, member.task_end_offsets))
         bump = bump or (updated.process_id, updated.rack_id, updated.client_tags) != (
             member.process_id, member.rack_id, member.client_tags) and member.member_id in group.members
+        warming = {(updated.process_id, t) for m, target in group.target.items() for t in target.warmup | target.standby
+                   if m in group.members and group.members[m].process_id == updated.process_id}
+        was_ready = caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming
         group.put(updated)
+        # a warm-up (or standby) that has caught up lets a held-back move complete: assign again
+        bump = bump or bool((caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming) - was_ready)
         configured = self._configure(group)
         counts = self._counts(group)
         if counts != group.partition_counts:
@@ -296,7 +305,9 @@ class StreamsGroupCoordinator:
                  for member_id, member in group.members.items()}
         assigned = assign(specs, configured.tasks, stateful,
                           self.setting(group.group_id, "streams.num.standby.replicas"))
-        group.target = {m: Tasks(frozenset(active), frozenset(standby)) for m, (active, standby) in assigned.items()}
+        target = {m: Tasks(frozenset(active), frozenset(standby)) for m, (active, standby) in assigned.items()}
+        group.target = refine(target, group.members, stateful, self.defaults["streams.num.warmup.replicas"],
+                              ACCEPTABLE_RECOVERY_LAG)
         group.assignment_epoch = group.group_epoch
 
     def _endpoints(self, group: StreamsGroup) -> tuple:
