@@ -21,19 +21,19 @@ TOPICS = {"in": (uuid.uuid4(), 6), "app-0-changelog": (uuid.uuid4(), 6)}
 @given(st.dictionaries(st.sampled_from("abcdef"), st.sampled_from("xyz"), min_size=1),
        st.dictionaries(st.sampled_from(["s0", "s1", "s2"]), st.integers(0, 7), min_size=1),
        st.integers(0, 3), st.randoms(use_true_random=False))
-def test_assignor_places_every_active_task_once_and_never_beside_its_standby(processes, tasks, standbys, rnd):
+def test_assignor_places_every_active_task_once_and_never_beside_its_standby(process_of, tasks, standbys, rnd):
     every = {(s, p) for s, n in tasks.items() for p in range(n)}
-    previous = {m: MemberSpec(proc, frozenset(t for t in every if rnd.random() < 0.3)) for m, proc in processes.items()}
+    previous = {m: MemberSpec(proc, frozenset(t for t in every if rnd.random() < 0.3)) for m, proc in process_of.items()}
     result = assign(previous, tasks, set(tasks), standbys)
     actives = [t for active, _ in result.values() for t in active]
     assert sorted(actives) == sorted(every)  # each exactly once
     for member, (active, standby) in result.items():
         assert not active & standby
-    share = -(-len(every) // len(processes))
+    share = -(-len(every) // len(process_of))
     assert all(len(active) <= share for active, _ in result.values())  # no member above its share
     for task in every:  # copies of a task sit on distinct processes, as many as there are processes
-        holders = [processes[m] for m, (active, standby) in result.items() if task in active | standby]
-        assert len(holders) == len(set(holders)) == min(1 + standbys, len(set(processes.values())))
+        holders = [process_of[m] for m, (active, standby) in result.items() if task in active | standby]
+        assert len(holders) == len(set(holders)) == min(1 + standbys, len(set(process_of.values())))
 
 
 def test_assignor_is_balanced_and_sticky():

@@ -180,3 +180,24 @@ def test_bad_heartbeats_get_kafkas_errors(broker, client, change, error):
     if request.member_epoch != 0:
         request.topology = None
     assert client.request(request, 0).error_code == error
+
+
+def test_members_carry_on_after_a_kill_and_restart(tmp_path, processes):
+    server = processes(tmp_path, "--override", "group.streams.num.standby.replicas=1")
+    shape = topology({"id": "0", "sources": ["in"], "changelogs": ["wc-store-changelog"]})
+    members = [StreamsMember("wc", name, shape) for name in "ab"]
+    with RawClient(server.port) as raw:
+        create_topic(raw, "in", 4)
+        for member in members:
+            _beat(raw, member)
+        _settle(raw, members)
+    before = [(x.epoch, x.active, x.standby) for x in members]
+    port = server.port
+    server.kill()
+    server = processes(tmp_path, "--port", str(port), "--override", "group.streams.num.standby.replicas=1")
+    with RawClient(server.port) as raw:
+        for member in members:
+            _beat(raw, member)  # its epoch is still known: no FENCED_MEMBER_EPOCH, no rebalance
+        assert [(x.epoch, x.active, x.standby) for x in members] == before
+        (described,) = raw.request(m.StreamsGroupDescribeRequest(group_ids=["wc"]), 0).groups
+        assert described.group_state == "Stable" and len(described.members) == 2
