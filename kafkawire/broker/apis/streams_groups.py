@@ -31,18 +31,18 @@ class StreamsGroupApis:
                         context: RequestContext) -> m.StreamsGroupHeartbeatResponse:
         Response = m.StreamsGroupHeartbeatResponse
         if not self.state.allowed(context, Operation.READ, ResourceType.GROUP, request.group_id):
-            return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=request.member_id)
+            return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if request.topology is not None:
             named = {t for sub in request.topology.subtopologies for t in (
                 *sub.source_topics, *sub.repartition_sink_topics, *(i.name for i in sub.state_changelog_topics),
                 *(i.name for i in sub.repartition_source_topics))}
             denied = sorted(t for t in named if not self._may(context, Operation.DESCRIBE, t))
             if denied:
-                return Response(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_id=request.member_id,
+                return Response(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                 error_message=f"The client is not authorized to describe topics: {', '.join(denied)}.")
         result = self.coordinator.heartbeat(request, context.client_id, context.client_host)
         if result.error:
-            return Response(error_code=result.error, error_message=result.message, member_id=request.member_id)
+            return Response(error_code=result.error, error_message=result.message)
         status = list(result.status)
         if result.to_create:
             problems = await self._create(result.to_create, context)

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from kafkawire.broker.groups.streams import StreamsGroupCoordinator, StreamsGroupStore
 from kafkawire.broker.groups.streams.assignor import MemberSpec, assign
 from kafkawire.broker.groups.streams.topology import Status, Subtopology, TopicInfo, Topology, configure
+from kafkawire.error_codes import ErrorCode
 
 from support.fake_clock import FakeClock
 from support.streams_member import StreamsMember, topology
@@ -184,3 +185,17 @@ def test_a_stateful_task_moves_only_once_its_warm_up_has_caught_up():
         _beat(coordinator, b)
         _beat(coordinator, a)
     assert len(a.active) == len(b.active) == 3 and b.warmup == set()
+
+
+def test_topology_epochs():
+    coordinator = _coordinator(standbys=0)
+    _beat(coordinator, StreamsMember("g", "a", STATELESS))
+    different = topology({"id": "0", "sources": ["in"], "changelogs": ["app-0-changelog"]})
+    refused = coordinator.heartbeat(StreamsMember("g", "b", different).heartbeat(), "client", "host")
+    assert refused.error == ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH
+    newer = StreamsMember("g", "c", topology({"id": "0", "sources": ["in"], "changelogs": ["app-0-changelog"]},
+                                             epoch=2))
+    _beat(coordinator, newer)
+    assert coordinator.groups["g"].topology.epoch == 2
+    stale = StreamsMember("g", "d", STATELESS)
+    assert [code for code, _ in _beat(coordinator, stale).status] == [Status.STALE_TOPOLOGY]

@@ -162,40 +162,12 @@ class StreamsGroupCoordinator:
             _tasks(request.active_tasks), _tasks(request.standby_tasks), _tasks(request.warmup_tasks))
         member = self._member(group, request, owned)
         bump = member.member_epoch == 0 and member.member_id not in group.members  # a new member
-        topology = None
-        if request.topology is not None:
-            try:
-                topology = Topology.from_request(request.topology)
-            except InvalidTopology as error:
-                raise StreamsError(ErrorCode.STREAMS_INVALID_TOPOLOGY, str(error)) from None
-            if group.topology is None or topology.epoch > group.topology.epoch or not group.members:
-                bump = bump or topology != group.topology
-                group.topology = topology
-            elif topology.epoch == group.topology.epoch and topology != group.topology:
-                raise StreamsError(ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH,
-                                   f"A different topology was already registered with epoch {topology.epoch}.")
-        endpoint = request.user_endpoint
-        updated = replace(
-            member, client_id=client_id, client_host=client_host,
-            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
-                                  else member.rebalance_timeout_ms),
-            topology_epoch=topology.epoch if topology is not None else member.topology_epoch,
-            process_id=request.process_id or member.process_id or member.member_id,
-            user_endpoint=(endpoint.host, endpoint.port) if endpoint is not None else member.user_endpoint,
-            client_tags=(tuple((kv.key, kv.value) for kv in request.client_tags)
-                         if request.client_tags is not None else member.client_tags),
-            task_offsets=_offsets(request.task_offsets, member.task_offsets),
-            task_end_offsets=_offsets(request.task_end_offsets, member.task_end_offsets))
+        topology, replaced = _register_topology(group, request.topology)
+        bump = bump or replaced
+        updated = _updated(member, request, topology, client_id, client_host)
         bump = bump or (updated.process_id, updated.rack_id, updated.client_tags) != (
             member.process_id, member.rack_id, member.client_tags) and member.member_id in group.members
-        warming = {(updated.process_id, t) for m, target in group.target.items() for t in target.warmup | target.standby
-                   if m in group.members and group.members[m].process_id == updated.process_id}
-        was_ready = caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming
-        group.put(updated)
-        # a warm-up (or standby) that has caught up lets a held-back move complete: assign again
-        bump = bump or bool((caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming) - was_ready)
+        bump = self._caught_up_now(group, updated) or bump
         configured = self._configure(group)
         counts = self._counts(group)
         if counts != group.partition_counts:
@@ -209,29 +181,35 @@ class StreamsGroupCoordinator:
                                group.members.values(), owned)
         group.put(reconciled)
         now = self.clock()
-        if reconciled.state is MemberState.UNREVOKED_TASKS and (reconciled != updated
-                                                                  or reconciled.member_id not in group.rebalance_deadlines):
+        if reconciled.state is MemberState.UNREVOKED_TASKS and (
+                reconciled != updated or reconciled.member_id not in group.rebalance_deadlines):
             group.rebalance_deadlines[reconciled.member_id] = now + max(reconciled.rebalance_timeout_ms, 0) / 1000
         self._start_deadlines(group, reconciled, now)
-        status = [] if configured.status is None else [configured.status]
-        if group.topology is not None and reconciled.topology_epoch < group.topology.epoch:
-            status.append((Status.STALE_TOPOLOGY, f"The member's topology epoch {reconciled.topology_epoch} is "
-                                                  f"behind the group's topology epoch {group.topology.epoch}."))
         if request.shutdown_application:
             group.shutdown_requested_by = reconciled.member_id
-        if group.shutdown_requested_by is not None:
-            status.append((Status.SHUTDOWN_APPLICATION, f"A KafkaStreams instance encountered a fatal error and "
-                                                        f"requested a shutdown for the entire application "
-                                                        f"(member {group.shutdown_requested_by})."))
         endpoints = self._endpoints(group)
         changed = (epoch == 0 or reconciled.assigned != member.assigned
                    or reconciled.member_epoch != member.member_epoch)
         return HeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.setting(group.group_id, "streams.heartbeat.interval.ms"), status=status,
-            assignment=reconciled.assigned if changed else None, to_create=configured.to_create,
+            heartbeat_interval_ms=self.setting(group.group_id, "streams.heartbeat.interval.ms"),
+            status=_status(group, reconciled, configured), assignment=reconciled.assigned if changed else None,
+            to_create=configured.to_create,
             endpoints=endpoints if request.endpoint_information_epoch != group.endpoint_epoch else None,
             endpoint_epoch=group.endpoint_epoch)
+
+    def _caught_up_now(self, group: StreamsGroup, updated: Member) -> bool:
+        """Put the member's update in the group; whether its reported offsets have just brought one of its
+        process's warm-up (or standby) tasks within the acceptable lag, so a held-back move can complete."""
+        if self.defaults["streams.num.warmup.replicas"] <= 0:
+            group.put(updated)
+            return False
+        process = updated.process_id
+        warming = {(process, task) for m, target in group.target.items() for task in target.warmup | target.standby
+                   if m in group.members and group.members[m].process_id == process}
+        before = caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming
+        group.put(updated)
+        return bool((caught_up(group.members, ACCEPTABLE_RECOVERY_LAG) & warming) - before)
 
     def _member(self, group: StreamsGroup, request, owned: Tasks | None) -> Member:
         member_id, epoch, instance_id = request.member_id, request.member_epoch, request.instance_id
@@ -369,6 +347,55 @@ class StreamsGroupCoordinator:
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
+
+
+def _register_topology(group: StreamsGroup, requested) -> tuple[Topology | None, bool]:
+    """The joining member's topology, and whether it became the group's: it does if the group has none
+    (or no members), or if it is newer."""
+    if requested is None:
+        return None, False
+    try:
+        topology = Topology.from_request(requested)
+    except InvalidTopology as error:
+        raise StreamsError(ErrorCode.STREAMS_INVALID_TOPOLOGY, str(error)) from None
+    if group.topology is None or topology.epoch > group.topology.epoch or not group.members:
+        replaced = topology != group.topology
+        group.topology = topology
+        return topology, replaced
+    if topology.epoch == group.topology.epoch and topology != group.topology:
+        raise StreamsError(ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH,
+                           f"A different topology was already registered with epoch {topology.epoch}.")
+    return topology, False
+
+
+def _updated(member: Member, request, topology: Topology | None, client_id: str, client_host: str) -> Member:
+    """The member with what its heartbeat says (fields left out keep their values)."""
+    endpoint = request.user_endpoint
+    return replace(
+        member, client_id=client_id, client_host=client_host,
+        instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+        rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
+                              else member.rebalance_timeout_ms),
+        topology_epoch=topology.epoch if topology is not None else member.topology_epoch,
+        process_id=request.process_id or member.process_id or member.member_id,
+        user_endpoint=(endpoint.host, endpoint.port) if endpoint is not None else member.user_endpoint,
+        client_tags=(tuple((kv.key, kv.value) for kv in request.client_tags)
+                     if request.client_tags is not None else member.client_tags),
+        task_offsets=_offsets(request.task_offsets, member.task_offsets),
+        task_end_offsets=_offsets(request.task_end_offsets, member.task_end_offsets))
+
+
+def _status(group: StreamsGroup, member: Member, configured: Configured) -> list[tuple[int, str]]:
+    status = [] if configured.status is None else [configured.status]
+    if group.topology is not None and member.topology_epoch < group.topology.epoch:
+        status.append((Status.STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind the "
+                                              f"group's topology epoch {group.topology.epoch}."))
+    if group.shutdown_requested_by is not None:
+        status.append((Status.SHUTDOWN_APPLICATION, f"A KafkaStreams instance encountered a fatal error and requested "
+                                                    f"a shutdown for the entire application (member "
+                                                    f"{group.shutdown_requested_by})."))
+    return status
 
 
 def _validate(request) -> None:
