@@ -59,7 +59,7 @@ class GroupOffsets:
             return self._store_commit(group_id, request, version)
         streams_group = self.coordinator.streams.groups.get(group_id)
         if error is None and streams_group is not None:  # KIP-1071: the member epoch too
-            error = self.coordinator.streams.validate_offset_commit(streams_group, member_id, generation)
+            error = self.coordinator.streams.validate_offset_commit(streams_group, member_id, generation, version)
             if error is not None:
                 return [[error] * len(topic.partitions) for topic in request.topics]
             return self._store_commit(group_id, request, version)
@@ -148,7 +148,7 @@ class GroupOffsets:
         elif error is None and group_id in self.coordinator.streams.groups:
             error = self.coordinator.streams.validate_offset_commit(
                 self.coordinator.streams.groups[group_id], request.member_id if version >= 3 else "",
-                request.generation_id if version >= 3 else -1, transactional=True)
+                request.generation_id if version >= 3 else -1, version, transactional=True)
         elif error is None:
             group = self.groups.get(group_id)
             if group is None:

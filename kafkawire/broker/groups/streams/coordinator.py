@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ....error_codes import ErrorCode
+from ..member_epochs import late_members, offset_commit_error, offset_fetch_error
 from .assignor import MemberSpec, assign
 from .state import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Member, MemberState, StreamsGroup, Tasks, reconcile
 from .store import StreamsGroupStore
@@ -313,9 +314,8 @@ class StreamsGroupCoordinator:
         now = self.clock()
         fenced = []
         for group in list(self.groups.values()):
-            late = {m for m, deadline in group.session_deadlines.items() if deadline <= now}
-            late |= {m for m, deadline in group.rebalance_deadlines.items() if deadline <= now}
-            for member_id in sorted(late):
+            late = late_members(group.session_deadlines, group.rebalance_deadlines, now)
+            for member_id in late:
                 log.info("streams group %s: fencing member %s (session or rebalance timeout)", group.group_id, member_id)
                 self.fence(group, member_id)
                 fenced.append((group.group_id, member_id))
@@ -324,29 +324,13 @@ class StreamsGroupCoordinator:
         return fenced
 
     # ---- offsets ----------------------------------------------------------------------------------
-    def validate_offset_commit(self, group: StreamsGroup, member_id: str, member_epoch: int,
+    def validate_offset_commit(self, group: StreamsGroup, member_id: str, member_epoch: int, version: int = 9,
                                transactional: bool = False) -> int | None:
         """``StreamsGroup.validateOffsetCommit``: None when the commit may go ahead."""
-        if member_epoch < 0 and not group.members:
-            return None  # admin tools commit for an empty group
-        if transactional and member_epoch < 0 and not member_id:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
-        return None
+        return offset_commit_error(group.members, member_id, member_epoch, version, transactional)
 
     def validate_offset_fetch(self, group: StreamsGroup, member_id: str | None, member_epoch: int) -> int | None:
-        if member_epoch < 0 and not member_id:
-            return None
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return None
+        return offset_fetch_error(group.members, member_id, member_epoch)
 
 
 def _register_topology(group: StreamsGroup, requested) -> tuple[Topology | None, bool]:

@@ -13,15 +13,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from ..consumer_state import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from .topology import Topology
 
 __all__ = ["MemberState", "Tasks", "Member", "StreamsGroup", "reconcile", "Task", "LEAVE_EPOCH",
            "STATIC_LEAVE_EPOCH"]
 
 Task = tuple[str, int]  # (subtopology id, partition)
-
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
 
 
 class MemberState(enum.Enum):
