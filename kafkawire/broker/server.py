@@ -118,6 +118,10 @@ class Broker:
                                        consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
                                        consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
                                        consumer_assignors=self.config.consumer_assignors,
+                                       streams_session_timeout_ms=self.config.group_streams_session_timeout_ms,
+                                       streams_heartbeat_interval_ms=self.config.group_streams_heartbeat_interval_ms,
+                                       streams_num_standby_replicas=self.config.group_streams_num_standby_replicas,
+                                       streams_num_warmup_replicas=self.config.group_streams_num_warmup_replicas,
                                        configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
 
     def _build_security(self) -> None:
@@ -330,12 +334,13 @@ class Broker:
                 if topic.partitions}
 
     async def _expire_consumer_group_members(self) -> None:
-        """Fence consumer group members past their session or rebalance timeout (checked ten times a
-        second: a scan of the members, no timer per heartbeat)."""
+        """Fence consumer and streams group members past their session or rebalance timeout (checked ten
+        times a second: a scan of the members, no timer per heartbeat)."""
         while True:
             await asyncio.sleep(0.1)
             try:
                 self.groups.consumer.expire()
+                self.groups.streams.expire()
             except Exception:  # never let the sweep die
                 log.exception("expiring consumer group members failed")
 

@@ -69,6 +69,13 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignors: str = "uniform,range"
+    # KIP-1071 streams groups: group.streams.session.timeout.ms, group.streams.heartbeat.interval.ms,
+    # group.streams.num.standby.replicas; group.streams.num.warmup.replicas (kafkawire's, after Kafka's later
+    # warm-up tasks: 0, none, as Kafka 4.3)
+    group_streams_session_timeout_ms: int = 45_000
+    group_streams_heartbeat_interval_ms: int = 5_000
+    group_streams_num_standby_replicas: int = 0
+    group_streams_num_warmup_replicas: int = 0
     # KIP-932 share groups (broker.groups.share): group.share.session.timeout.ms,
     # group.share.heartbeat.interval.ms, group.share.record.lock.duration.ms (how long a consumer holds
     # the records it acquired), group.share.delivery.count.limit (deliveries before a record is
@@ -250,6 +257,10 @@ PROPERTIES = {
     "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
     "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "group.consumer.assignors": "group_consumer_assignors",
+    "group.streams.session.timeout.ms": "group_streams_session_timeout_ms",
+    "group.streams.heartbeat.interval.ms": "group_streams_heartbeat_interval_ms",
+    "group.streams.num.standby.replicas": "group_streams_num_standby_replicas",
+    "group.streams.num.warmup.replicas": "group_streams_num_warmup_replicas",
     "group.share.session.timeout.ms": "group_share_session_timeout_ms",
     "group.share.heartbeat.interval.ms": "group_share_heartbeat_interval_ms",
     "group.share.record.lock.duration.ms": "group_share_record_lock_duration_ms",
@@ -322,6 +333,7 @@ _POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_facto
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",
              "telemetry_max_bytes", "group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms",
+             "group_streams_session_timeout_ms", "group_streams_heartbeat_interval_ms",
              "group_share_session_timeout_ms", "group_share_heartbeat_interval_ms",
              "group_share_record_lock_duration_ms", "group_share_delivery_count_limit",
              "group_share_partition_max_record_locks", "group_share_max_share_sessions",

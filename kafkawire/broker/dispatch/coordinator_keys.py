@@ -52,6 +52,8 @@ _KEYS: dict[int, Callable[[Any, int], list[tuple[int, str]]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: lambda request, version: [(TRANSACTION, tid) for tid in request.transactional_ids],
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group,
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda request, version: [(GROUP, group) for group in request.group_ids],
+    ApiKey.STREAMS_GROUP_HEARTBEAT: _group,
+    ApiKey.STREAMS_GROUP_DESCRIBE: lambda request, version: [(GROUP, group) for group in request.group_ids],
     # share groups: membership and offsets at the group's coordinator (ShareFetch and ShareAcknowledge go
     # to the partitions' leaders)
     ApiKey.SHARE_GROUP_HEARTBEAT: _group,

@@ -22,7 +22,7 @@ __all__ = ["error_response"]
 _TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP,
                         ApiKey.LIST_GROUPS, ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.INIT_PRODUCER_ID,
                         ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.DESCRIBE_ACLS, ApiKey.LIST_TRANSACTIONS,
-                        ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SASL_AUTHENTICATE,
+                        ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.SASL_AUTHENTICATE,
                         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLUSTER, ApiKey.OFFSET_DELETE,
                         ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
                         ApiKey.LIST_CONFIG_RESOURCES, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH,
@@ -33,7 +33,7 @@ _TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
 _WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
 _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
                            ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
-                           ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                           ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_HEARTBEAT,
                            ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
                            ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.LIST_PARTITION_REASSIGNMENTS})
 
@@ -258,6 +258,13 @@ def _consumer_group_describe(request, version, code, message):
         assignor_name="", members=[]) for group_id in request.group_ids])
 
 
+def _streams_group_describe(request, version, code, message):
+    Response = m.StreamsGroupDescribeResponse
+    return Response(groups=[Response.DescribedGroup(
+        error_code=code, error_message=message, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0,
+        members=[]) for group_id in request.group_ids])
+
+
 def _share_group_describe(request, version, code, message):
     Response = m.ShareGroupDescribeResponse
     return Response(groups=[Response.DescribedGroup(
@@ -303,5 +310,6 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.STREAMS_GROUP_DESCRIBE: _streams_group_describe,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
 }

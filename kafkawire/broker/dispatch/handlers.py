@@ -85,6 +85,8 @@ ROUTES: dict[int, tuple[str, str, str]] = {
     ApiKey.DESCRIBE_DELEGATION_TOKEN: ("delegation_tokens", "DelegationTokenApis", "describe_delegation_token"),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_groups", "ConsumerGroupApis", "heartbeat"),
     ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_groups", "ConsumerGroupApis", "describe"),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: ("streams_groups", "StreamsGroupApis", "heartbeat"),
+    ApiKey.STREAMS_GROUP_DESCRIBE: ("streams_groups", "StreamsGroupApis", "describe"),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ("telemetry", "TelemetryApis", "get_telemetry_subscriptions"),
     ApiKey.PUSH_TELEMETRY: ("telemetry", "TelemetryApis", "push_telemetry"),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ("share_offsets", "ShareOffsetApis", "describe_offsets"),

@@ -280,8 +280,9 @@ class ClassicMembership:
         group_id = request.group_id
         member_id = request.member_id or ""
         error = self.status_error(group_id)
-        if error is None and group_id not in self.coordinator.groups and self.coordinator.share_group(group_id):
-            return _JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")  # a share group of that id
+        if error is None and group_id not in self.coordinator.groups and (
+                self.coordinator.share_group(group_id) or group_id in self.coordinator.streams.groups):
+            return _JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")  # a share or streams group of that id
         if error is None and group_id in self.consumer.groups:  # a KIP-848 group of that id
             if self.consumer.groups[group_id].members:
                 error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from ...error_codes import ErrorCode
 from .consumer_assignors import ASSIGNORS
 from .consumer_store import ConsumerGroupStore
+from .member_epochs import late_members, offset_commit_error, offset_fetch_error
 from .consumer_state import (STATIC_LEAVE_EPOCH, LEAVE_EPOCH, Assignment, ConsumerGroup, Member,
                                    MemberState, reconcile)
 
@@ -362,9 +363,8 @@ class ConsumerGroupCoordinator:
         now = self.clock()
         fenced = []
         for group in list(self.groups.values()):
-            late = {m for m, deadline in group.session_deadlines.items() if deadline <= now}
-            late |= {m for m, deadline in group.rebalance_deadlines.items() if deadline <= now}
-            for member_id in sorted(late):
+            late = late_members(group.session_deadlines, group.rebalance_deadlines, now)
+            for member_id in late:
                 log.info("group %s: fencing member %s (session or rebalance timeout)", group.group_id, member_id)
                 self.fence(group, member_id)
                 fenced.append((group.group_id, member_id))
@@ -376,28 +376,10 @@ class ConsumerGroupCoordinator:
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int,
                                transactional: bool = False) -> int | None:
         """``ConsumerGroup.validateOffsetCommit``: None when the commit may go ahead."""
-        if member_epoch < 0 and not group.members:
-            return None  # admin tools commit for an empty group
-        if transactional and member_epoch < 0 and not member_id:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            if transactional:
-                return ErrorCode.ILLEGAL_GENERATION
-            return ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.UNSUPPORTED_VERSION
-        return None
+        return offset_commit_error(group.members, member_id, member_epoch, version, transactional)
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int | None:
-        if member_epoch < 0 and not member_id:
-            return None
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return None
+        return offset_fetch_error(group.members, member_id, member_epoch)
 
 
 def _check_epoch(member: Member, epoch: int, owned: Assignment | None) -> None:

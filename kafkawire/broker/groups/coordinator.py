@@ -3,8 +3,9 @@
 The coordinator owns the groups and the collaborators that work on them, one concern a module:
 ``classic_state`` (states, members and groups as data), ``classic`` (``ClassicMembership``: JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup and the rebalance), ``offsets`` (``GroupOffsets``: OffsetCommit,
-OffsetFetch), ``offsets_store`` (what survives a restart: offsets and each stable generation's members)
-and ``consumer`` (Kafka 4's consumer groups, which share the group ids and offsets).
+OffsetFetch), ``offsets_store`` (what survives a restart: offsets and each stable generation's members),
+``consumer`` (Kafka 4's consumer groups) and ``streams`` (KIP-1071 streams groups), which share the group
+ids and offsets.
 
 A port of the protocol logic of Kafka's ``GroupCoordinator.scala`` / ``GroupMetadata.scala`` (the classic
 group protocol) to asyncio: the purgatories become futures the request handlers await, and the delayed
@@ -35,12 +36,13 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from ...error_codes import ErrorCode
 from ... import messages  # (each message's module loads on first use)
 from .consumer_store import ConsumerGroupStore
 from .consumer import ConsumerGroupCoordinator
+from .streams import StreamsGroupCoordinator, StreamsGroupStore
 from .classic import ClassicMembership
 from .offsets import GroupOffsets
 from .group_configs import GroupConfigs
@@ -70,6 +72,8 @@ class GroupCoordinator:
                  fsync: bool = False, topic_metadata: Callable[[], dict] = dict,
                  consumer_session_timeout_ms: int = 45000, consumer_heartbeat_interval_ms: int = 5000,
                  consumer_assignors: tuple[str, ...] = ("uniform", "range"),
+                 streams_session_timeout_ms: int = 45000, streams_heartbeat_interval_ms: int = 5000,
+                 streams_num_standby_replicas: int = 0, streams_num_warmup_replicas: int = 0,
                  configs: GroupConfigs | None = None) -> None:
         """``partition_exists(topic, partition)``, if given, makes OffsetCommit answer
         UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (as KafkaApis does); ``fsync`` makes
@@ -96,7 +100,17 @@ class GroupCoordinator:
             clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
             store=ConsumerGroupStore(self.data_dir, fsync=fsync),
             group_setting=configs.value if configs is not None else None,
-            share_group=lambda group_id: self.share_group(group_id))
+            share_group=lambda group_id: self.share_group(group_id) or group_id in self.streams.groups)
+        # KIP-1071 streams groups: the same ids and offsets, their own protocol
+        self.streams = StreamsGroupCoordinator(
+            topic_metadata, session_timeout_ms=streams_session_timeout_ms,
+            heartbeat_interval_ms=streams_heartbeat_interval_ms, num_standby_replicas=streams_num_standby_replicas,
+            num_warmup_replicas=streams_num_warmup_replicas,
+            clock=lambda: self.clock(), drop_classic=self._drop_empty_classic,
+            foreign=lambda group_id: (self._classic_in_use(group_id) or group_id in self.consumer.groups
+                                      or self.share_group(group_id)),
+            store=StreamsGroupStore(self.data_dir, fsync=fsync),
+            group_setting=configs.value if configs is not None else None)
         self.membership = ClassicMembership(self)
         self.offsets = GroupOffsets(self)
         self.active = False
@@ -111,8 +125,10 @@ class GroupCoordinator:
         if self.configs is not None:
             self.configs.load()
         self.consumer.load()
+        self.streams.load()
         self.groups.clear()
-        for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups):
+        for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups) \
+                - set(self.streams.groups):
             record = self.store.groups.get(group_id)
             self.groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
         self.active = True
@@ -148,6 +164,7 @@ class GroupCoordinator:
                 _resolve(fut, _SyncResult(ErrorCode.NOT_COORDINATOR))
         self.store.close()
         self.consumer.close()
+        self.streams.close()
 
     async def __aenter__(self) -> GroupCoordinator:
         await self.start()
@@ -167,6 +184,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None and group_id in self.consumer.groups:
             return self.consumer.groups[group_id].state
+        if group is None and group_id in self.streams.groups:
+            return self.streams.groups[group_id].state
         return DEAD.value if group is None else group.state.value
 
     def _classic_in_use(self, group_id: str) -> bool:
@@ -193,13 +212,17 @@ class GroupCoordinator:
                 listed.append(messages.ListGroupsResponse.ListedGroup(
                     group_id=group.group_id, protocol_type=group.protocol_type or "",
                     group_state=group.state.value, group_type="classic"))
-        if not types or "consumer" in types:
-            for consumer_group in self.consumer.groups.values():
-                if states and consumer_group.state.lower() not in states:
+        modern: list[tuple[str, Iterable]] = [("consumer", self.consumer.groups.values()),
+                                               ("streams", self.streams.groups.values())]
+        for kind, groups in modern:  # KIP-848 and KIP-1071 groups: the type is also the protocol type
+            if types and kind not in types:
+                continue
+            for modern_group in groups:
+                if states and modern_group.state.lower() not in states:
                     continue
                 listed.append(messages.ListGroupsResponse.ListedGroup(
-                    group_id=consumer_group.group_id, protocol_type="consumer", group_state=consumer_group.state,
-                    group_type="consumer"))
+                    group_id=modern_group.group_id, protocol_type=kind, group_state=modern_group.state,
+                    group_type=kind))
         return messages.ListGroupsResponse(throttle_time_ms=0, error_code=NONE, groups=listed)
 
     async def describe_groups(self, request, version: int) -> messages.DescribeGroupsResponse:
@@ -215,7 +238,8 @@ class GroupCoordinator:
         if error is not None:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
         group = self.groups.get(group_id)
-        if group is None and self.share_group(group_id):  # as Kafka's classicGroup lookup refuses it
+        if group is None and (self.share_group(group_id) or group_id in self.streams.groups):
+            # as Kafka's classicGroup lookup refuses a group of another type
             return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,
                              error_message=f"Group {group_id} is not a classic group." if version >= 6 else None,
                              group_id=group_id, group_state=DEAD.value, protocol_type="",

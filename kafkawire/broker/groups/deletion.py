@@ -1,6 +1,7 @@
-"""DeleteGroups and OffsetDelete over the group coordinator (classic groups and KIP-848 consumer groups),
-as Kafka's ``GroupCoordinator.handleDeleteGroups`` / ``handleDeleteOffsets``: only an empty group is
-deleted, and a group's offsets are deleted except those of topics its consumers are subscribed to."""
+"""DeleteGroups and OffsetDelete over the group coordinator (classic, KIP-848 consumer and KIP-1071
+streams groups), as Kafka's ``GroupCoordinator.handleDeleteGroups`` / ``handleDeleteOffsets``: only an
+empty group is deleted, and a group's offsets are deleted except those of topics its consumers are
+subscribed to (a streams group's: the topics its tasks read)."""
 from __future__ import annotations
 
 import re
@@ -21,17 +22,20 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
         error = coordinator.membership.status_error(group_id)
         group = coordinator.groups.get(group_id)
         consumer_group = coordinator.consumer.groups.get(group_id)
+        streams_group = coordinator.streams.groups.get(group_id)
         known = (group is not None and group.state is not DEAD) or consumer_group is not None \
-            or group_id in coordinator.store.offsets
+            or streams_group is not None or group_id in coordinator.store.offsets
         if error is None and not known:
             error = ErrorCode.GROUP_ID_NOT_FOUND
         elif error is None and ((group is not None and group.state not in (EMPTY, DEAD))
-                                or (consumer_group is not None and consumer_group.members)):
+                                or (consumer_group is not None and consumer_group.members)
+                                or (streams_group is not None and streams_group.members)):
             error = ErrorCode.NON_EMPTY_GROUP
         if error is None:
             try:
                 coordinator.store.delete_group(group_id)
                 coordinator.consumer.forget(group_id)
+                coordinator.streams.forget(group_id)
             except OSError:
                 error = ErrorCode.KAFKA_STORAGE_ERROR
             else:
@@ -50,14 +54,18 @@ def delete_offsets(coordinator, group_id: str, partitions: list[tuple[str, int]]
     error = coordinator.membership.status_error(group_id)
     group = coordinator.groups.get(group_id)
     consumer_group = coordinator.consumer.groups.get(group_id)
+    streams_group = coordinator.streams.groups.get(group_id)
     if error is None and (group is None or group.state is DEAD) and consumer_group is None \
-            and group_id not in coordinator.store.offsets:
+            and streams_group is None and group_id not in coordinator.store.offsets:
         error = ErrorCode.GROUP_ID_NOT_FOUND
     if error is not None:
         return error, {}
     subscribed: set[str] | None = set()
     if consumer_group is not None and consumer_group.members:  # KIP-848: its members' subscriptions
         subscribed = _consumer_group_topics(coordinator, consumer_group)
+    elif streams_group is not None and streams_group.members and streams_group.topology is not None:
+        # KIP-1071: the topics its tasks read
+        subscribed = {t for sub in streams_group.topology.subtopologies for t in sub.inputs()}
     elif group is not None and group.state not in (EMPTY, DEAD):
         if group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}

@@ -57,12 +57,18 @@ class _Key:
     choices: tuple[str, ...] = ()
 
 
-# Kafka 4.3's GroupConfig keys for the group types kafkawire serves (consumer and share groups)
+# Kafka 4.3's GroupConfig keys for the group types kafkawire serves (consumer, streams and share groups)
 _KEYS: dict[str, _Key] = {
     "consumer.session.timeout.ms": _Key(_INT, "group_consumer_session_timeout_ms",
                                         "group.consumer.session.timeout.ms", "45000", 1, (45_000, 60_000)),
     "consumer.heartbeat.interval.ms": _Key(_INT, "group_consumer_heartbeat_interval_ms",
                                            "group.consumer.heartbeat.interval.ms", "5000", 1, (5_000, 15_000)),
+    "streams.session.timeout.ms": _Key(_INT, "group_streams_session_timeout_ms",
+                                       "group.streams.session.timeout.ms", "45000", 1, (45_000, 60_000)),
+    "streams.heartbeat.interval.ms": _Key(_INT, "group_streams_heartbeat_interval_ms",
+                                          "group.streams.heartbeat.interval.ms", "5000", 1, (5_000, 15_000)),
+    "streams.num.standby.replicas": _Key(_INT, "group_streams_num_standby_replicas",
+                                         "group.streams.num.standby.replicas", "0", 0, (0, 2)),
     "share.session.timeout.ms": _Key(_INT, "group_share_session_timeout_ms", "group.share.session.timeout.ms",
                                      "45000", 1, (45_000, 60_000)),
     "share.heartbeat.interval.ms": _Key(_INT, "group_share_heartbeat_interval_ms",
@@ -79,6 +85,7 @@ _KEYS: dict[str, _Key] = {
     "share.renew.acknowledge.enable": _Key(_BOOLEAN, None, None, "true"),
 }
 _SESSION_PAIRS = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                  ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"),
                   ("share.session.timeout.ms", "share.heartbeat.interval.ms"))
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,9})?)S)?)?", re.IGNORECASE)
 

@@ -97,7 +97,7 @@ def _expected_errors(key: int, version: int, request) -> int:
         return 1 + _count(request.topics, "partitions")
     if key == 75:
         return _count(request.topics)
-    if key in (69, 77):  # ConsumerGroupDescribe, ShareGroupDescribe
+    if key in (69, 77, 89):  # ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe
         return _count(request.group_ids)
     if key == 90:  # DescribeShareGroupOffsets
         return _count(request.groups)

@@ -41,6 +41,7 @@ def broker(tmp_path_factory):
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE_CONFIGS)]
             grants += [(RT.TOPIC, "alice-", PT.PREFIXED, Op.CREATE), (RT.GROUP, GROUP, PT.LITERAL, Op.READ),
                        (RT.GROUP, "modern-readers", PT.LITERAL, Op.READ),
+                       (RT.GROUP, "streams-readers", PT.LITERAL, Op.READ),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.DESCRIBE),
                        (RT.CLUSTER, "kafka-cluster", PT.LITERAL, Op.IDEMPOTENT_WRITE),
                        (RT.TRANSACTIONAL_ID, TXN_PREFIX, PT.PREFIXED, Op.WRITE),
@@ -149,6 +150,16 @@ CASES = [
         subscribed_topic_names=[TOPIC], topic_partitions=[]),
      lambda r: r.error_code == 0 and r.member_epoch > 0, lambda r: r.error_code == GROUP_AUTH),
     ("ConsumerGroupDescribe", 0, lambda: m.ConsumerGroupDescribeRequest(group_ids=["modern-readers"]),
+     lambda r: r.groups[0].error_code == 0 and r.groups[0].members,
+     lambda r: r.groups[0].error_code == GROUP_AUTH and not r.groups[0].members),
+    # KIP-1071 streams groups: READ on the group and DESCRIBE on the topology's topics to heartbeat
+    ("StreamsGroupHeartbeat", 0, lambda: m.StreamsGroupHeartbeatRequest(
+        group_id="streams-readers", member_id="alice-member", member_epoch=0, endpoint_information_epoch=-1,
+        rebalance_timeout_ms=1000, process_id="p", active_tasks=[], standby_tasks=[], warmup_tasks=[],
+        topology=m.StreamsGroupHeartbeatRequest.Topology(epoch=1, subtopologies=[
+            m.StreamsGroupHeartbeatRequest.Subtopology(subtopology_id="0", source_topics=[TOPIC])])),
+     lambda r: r.error_code == 0 and r.member_epoch > 0, lambda r: r.error_code == GROUP_AUTH),
+    ("StreamsGroupDescribe", 0, lambda: m.StreamsGroupDescribeRequest(group_ids=["streams-readers"]),
      lambda r: r.groups[0].error_code == 0 and r.groups[0].members,
      lambda r: r.groups[0].error_code == GROUP_AUTH and not r.groups[0].members),
     ("DescribeProducers", 0, lambda: m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
