@@ -242,6 +242,7 @@ def _broker(args) -> int:
     config = _broker_config(args, "broker")
     if isinstance(config, int):
         return config
+    config.freeze_heap = True  # (this process's heap is the broker's own)
 
     async def serve() -> int:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import socket
 import time
@@ -180,6 +181,8 @@ class Broker:
             self.cleaner.load()
             self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
+        if self.config.freeze_heap:  # what the start built lives as long as the broker: no collection walks it
+            gc.freeze()
         if self.config.ignored_properties:  # accepted as Kafka's, named once so nobody expects them to work
             log.warning("Kafka settings with no effect in one kafkawire process: %s",
                         ", ".join(self.config.ignored_properties))

@@ -13,6 +13,7 @@ starts.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _CLOSING_THREADS = 8
+_FREEZE_AFTER_PARTITIONS = 1000
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
                       ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
@@ -85,6 +87,7 @@ class TopicManager:
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
         self._folder_maker: ThreadPoolExecutor | None = None  # makes new logs' folders (_make_folders)
         self._closing = False
+        self._unfrozen_partitions = 0  # created since the heap was last frozen (_created)
         self.partition_count = 0  # hosted or being created
         self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
         # topic, partition and config changes since the start: where a KRaft metadata log would have got
@@ -230,7 +233,7 @@ class TopicManager:
                 self._add(topic)
             if accepted:
                 self._save()
-                self._make_folders([log for topic in accepted for log in topic.partitions])
+                self._created([log for topic in accepted for log in topic.partitions])
         finally:
             for topic in accepted:
                 self._creating.pop(topic.name).set_result(self.topics.get(topic.name))
@@ -246,6 +249,17 @@ class TopicManager:
         for topic in topics:
             log_config = self.log_config(topic.configs)  # once for the topic, not per partition
             topic.partitions = [self._open_log(topic, index, log_config) for index in range(topic.planned_partitions)]
+
+    def _created(self, logs: list[PartitionLog]) -> None:
+        """New logs, recorded: their folders to make, and with ``freeze_heap``, once a thousand or more
+        partitions have been created since the last time, the heap frozen (``gc.freeze``): the logs and
+        everything else alive are long-lived, and a full collection that walked them all again would
+        hold the loop for a large fraction of a second at ten thousand partitions."""
+        self._make_folders(logs)
+        self._unfrozen_partitions += len(logs)
+        if self.config.freeze_heap and self._unfrozen_partitions >= _FREEZE_AFTER_PARTITIONS:
+            self._unfrozen_partitions = 0
+            gc.freeze()
 
     def _make_folders(self, logs: list[PartitionLog]) -> None:
         """Make new logs' folders on a worker thread, after the creation is answered (as Kafka's brokers
@@ -353,7 +367,7 @@ class TopicManager:
         topic.partitions.extend(added)
         self.metadata_cache.changed(topic.name)
         self._save()
-        self._make_folders(added)
+        self._created(added)
 
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         """The LogConfig of a topic with these overrides (TopicError INVALID_CONFIG when they are bad)."""

@@ -163,20 +163,25 @@ class PartitionLog:
             marker.write("0 0")
 
     def empty_on_disk(self) -> bool:
-        """A log not opened since the start that holds nothing, as its clean-shutdown marker and its
-        folder say without opening it: one segment, the marker's active one, empty, and no remote tier
-        (what retention and other passes over every log may skip)."""
+        """A log not opened since the start that holds nothing (see ``idle_empty_offset``): what retention
+        and other passes over every log may skip."""
+        return self.idle_empty_offset() is not None
+
+    def idle_empty_offset(self) -> int | None:
+        """For a log not opened since the start that holds nothing, its start and end offset, as its
+        clean-shutdown marker and its folder say without opening it (one segment, the marker's active
+        one, empty; no remote tier), or 0 for a new log whose folder is not made yet; None otherwise."""
         if self._loaded or self.tiered:
-            return False
+            return None
         try:
             base, size = (int(word) for word in Path(self._directory, _CLEAN_SHUTDOWN).read_text().split())
             with os.scandir(self._directory) as entries:
                 logs = [entry.name for entry in entries if entry.name.endswith(".log")]
-        except FileNotFoundError:  # a new log whose folder is not made yet holds nothing
-            return not os.path.exists(self._directory)
+        except FileNotFoundError:
+            return None if os.path.exists(self._directory) else 0
         except (OSError, ValueError):
-            return False
-        return size == 0 and logs == [f"{segment_name(base)}.log"]
+            return None
+        return base if size == 0 and logs == [f"{segment_name(base)}.log"] else None
 
     @property
     def closed(self) -> bool:

@@ -100,3 +100,36 @@ def test_creating_ten_thousand_partitions_is_quick_and_a_stop_right_after_too(tm
     assert created < MAX_CREATE_S
     assert held < MAX_HELD_S
     assert stopped < MAX_STOP_S
+
+
+def test_list_offsets_answers_an_idle_empty_partition_as_an_opened_one_without_opening_it(tmp_path):
+    """ListOffsets of thousands of new or idle partitions opens none of them (each opening would make
+    files on the loop): an empty log's offsets are known from its folder."""
+    topic, partition = m.ListOffsetsRequest.ListOffsetsTopic, m.ListOffsetsRequest.ListOffsetsPartition
+    timestamps = [-1, -2, -3, -4, -5, 0, 2**40]
+    request = m.ListOffsetsRequest(replica_id=-1, topics=[topic(name="idle", partitions=[
+        partition(partition_index=0, timestamp=timestamp) for timestamp in timestamps])])
+
+    def answers(running) -> list[tuple[int, int, int, int]]:
+        with RawClient(running.port) as client:
+            (answer,) = client.request(request, 9).topics
+        return [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in answer.partitions]
+
+    with BrokerThread(data_dir=tmp_path, auto_create_topics=False) as running:
+        manager = running.broker.topics
+        running.call(_created_named(manager, "idle", 1))
+        new = answers(running)  # (its folder made or not yet)
+        log = manager.log("idle", 0)
+        assert not log.opened
+        assert running.call(_open(log)) == 0
+        assert answers(running) == new == [(0, 0, -1, 0), (0, 0, -1, 0), (0, -1, -1, 0), (0, 0, -1, 0),
+                                           (0, -1, -1, 0), (0, -1, -1, 0), (0, -1, -1, 0)]
+
+
+async def _created_named(manager: TopicManager, name: str, partitions: int) -> None:
+    (result,) = await manager.create([manager.plan(name, partitions)])
+    assert isinstance(result, Topic)
+
+
+async def _open(log) -> int:
+    return log.log_end_offset
