@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     parser.add_argument("--describe", type=int, default=1_000, help="groups in each DescribeGroups")
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.1f}")
-    topic, partition = m.OffsetCommitRequest.OffsetCommitRequestTopic, m.OffsetCommitRequest.OffsetCommitRequestPartition
+    commit = m.OffsetCommitRequest
+    topic, partition = commit.OffsetCommitRequestTopic, commit.OffsetCommitRequestPartition
     with tempfile.TemporaryDirectory() as folder, BrokerThread(data_dir=folder, freeze_heap=True) as running:
         started = time.perf_counter()
         with RawClient(running.port) as client:
@@ -49,8 +50,9 @@ def main(argv=None) -> int:
                     client.receive()
         print(f"{args.groups:,} groups made in {time.perf_counter() - started:.1f} s")
         describe = [f"g-{i:05d}" for i in range(min(args.describe, args.groups))]
-        for name, body, version in [("ListGroups v4", m.ListGroupsRequest(), 4),
-                                    (f"DescribeGroups v5 of {len(describe):,}", m.DescribeGroupsRequest(groups=describe), 5)]:
+        requests = [("ListGroups v4", m.ListGroupsRequest(), 4),
+                    (f"DescribeGroups v5 of {len(describe):,}", m.DescribeGroupsRequest(groups=describe), 5)]
+        for name, body, version in requests:
             with RawClient(running.port) as client, LoopLagProbe(running.loop) as probe:
                 client.request(body, version)
                 while probe.ticks < 3:
