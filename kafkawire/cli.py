@@ -287,6 +287,7 @@ def _cluster(args) -> int:
     config = _broker_config(args, "cluster", {"default.replication.factor": str(min(3, args.brokers))})
     if isinstance(config, int):
         return config
+    config.freeze_heap = True
 
     async def serve() -> int:
         cluster = Cluster(args.brokers, config=config)
