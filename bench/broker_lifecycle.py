@@ -37,7 +37,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import READY, free_port, machine_line, print_targets, tansu_binary
+from common import READY, compiled_env, free_port, machine_line, print_targets, tansu_binary
 
 from kafkawire.framing import decode_response, encode_request
 from kafkawire.messages import ApiVersionsRequest, RequestHeader
@@ -97,9 +97,10 @@ def cpu_seconds(pid: int) -> float:
 class Running:
     """A broker process answering on ``port``; ``seconds``: from Popen to its first ApiVersions answer."""
 
-    def __init__(self, command: list[str], port: int | None = None):
+    def __init__(self, command: list[str], port: int | None = None, env: dict[str, str] | None = None):
         started = time.perf_counter()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        env=env)
         if port is None:  # kafkawire picks its own port and says which
             line = self.process.stdout.readline()
             found = READY.search(line)
@@ -131,8 +132,11 @@ class Running:
         return seconds
 
 
+BROKER_ENV: dict[str, str] | None = None  # compiled_env's, set by run
+
+
 def kafkawire_broker(data_dir: Path) -> Running:
-    return Running([str(KAFKAWIRE), "broker", "--port", "0", "--data-dir", str(data_dir)])
+    return Running([str(KAFKAWIRE), "broker", "--port", "0", "--data-dir", str(data_dir)], env=BROKER_ENV)
 
 
 
@@ -174,8 +178,10 @@ def run(topics: int, partitions: int, repeats: int) -> tuple[list[str], list[tup
            machine_line(), ""]
     verdicts: list[tuple[str, bool]] = []
     binary = tansu_binary()
+    global BROKER_ENV
     with tempfile.TemporaryDirectory(prefix="kafkawire-lifecycle-") as folder:
         work = Path(folder)
+        BROKER_ENV = compiled_env(work / "pycache")
         starts, start_cpu, empty_rss = [], [], []
         for run_index in range(repeats):
             broker = kafkawire_broker(work / f"empty-{run_index}")

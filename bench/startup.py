@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import free_port, tansu_binary
+from common import compiled_env, free_port, tansu_binary
 from kafkawire import messages as m
 from kafkawire.broker import Broker, Cluster
 from kafkawire.framing import Correlator, FrameBuffer
@@ -100,11 +100,11 @@ def wait_for_api_versions(port: int, process: subprocess.Popen, limit_s: float =
             time.sleep(0.002)
 
 
-def kafkawire_process(work: Path, run: int) -> float:
+def kafkawire_process(work: Path, run: int, env: dict[str, str]) -> float:
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "kafkawire", "broker", "--port", "0", "--data-dir",
                                 str(work / f"process-{run}")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True)
+                               text=True, env=env)
     try:
         line = process.stdout.readline()
         port = int(re.search(r"on [^:]+:(\d+)", line)[1])
@@ -149,7 +149,8 @@ def main() -> int:
         results["Broker (in process)"] = asyncio.run(in_process(start_broker, args.repeats, work))
         results["Cluster of 3 (in process)"] = asyncio.run(in_process(start_cluster, args.repeats, work))
         if args.process_repeats:
-            results["kafkawire broker (process)"] = [kafkawire_process(work, run)
+            env = compiled_env(work / "pycache")
+            results["kafkawire broker (process)"] = [kafkawire_process(work, run, env)
                                                      for run in range(args.process_repeats)]
             binary = tansu_binary()
             if binary is not None:

@@ -242,6 +242,7 @@ def _broker(args) -> int:
     config = _broker_config(args, "broker")
     if isinstance(config, int):
         return config
+    config.freeze_heap = True  # (this process's heap is the broker's own)
 
     async def serve() -> int:
         try:
@@ -286,6 +287,7 @@ def _cluster(args) -> int:
     config = _broker_config(args, "cluster", {"default.replication.factor": str(min(3, args.brokers))})
     if isinstance(config, int):
         return config
+    config.freeze_heap = True
 
     async def serve() -> int:
         cluster = Cluster(args.brokers, config=config)

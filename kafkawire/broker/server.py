@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import socket
 import time
@@ -192,6 +193,8 @@ class Broker:
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         if self.tokens.enabled:
             self._token_sweeper = loop.create_task(self._expire_delegation_tokens())
+        if self.config.freeze_heap:  # what the start built lives as long as the broker: no collection walks it
+            gc.freeze()
         if self.config.ignored_properties:  # accepted as Kafka's, named once so nobody expects them to work
             log.warning("Kafka settings with no effect in one kafkawire process: %s",
                         ", ".join(self.config.ignored_properties))

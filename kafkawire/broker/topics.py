@@ -4,14 +4,16 @@ Topic metadata (id, partition count, configs) is kept in ``DATA/topics.json`` so
 survive a restart; the logs themselves live in Kafka's layout, ``DATA/<topic>-<partition>/``.
 
 Creating a topic is planned on the event loop (``plan``: name, configs and the partition limits, no
-I/O) and carried out on a worker thread (``create``: the partition directories and logs), so that a
-topic of thousands of partitions does not stall other connections. A creation either completes or is
-rolled back (its directories removed); ``topics.json`` is written once the logs exist, and directories
-that no topic owns (a creation cut short by a crash) are removed when the broker starts.
+I/O), its logs built on a worker thread (``create``: thousands of objects, no I/O) and recorded in
+``topics.json``; the partitions' folders are made afterwards on another worker thread (or by a log's
+first use), so that a topic of thousands of partitions stalls neither other connections nor its own
+answer. Directories that no topic owns (a deletion cut short by a crash) are removed when the broker
+starts.
 """
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -39,6 +41,7 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_NAME_LENGTH = 249
 _METADATA_FILE = "topics.json"
 _CLOSING_THREADS = 8
+_FREEZE_AFTER_PARTITIONS = 1000
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
                       ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
@@ -82,6 +85,9 @@ class TopicManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.metadata_cache = MetadataCache()  # Metadata's encoded topic entries, dropped as topics change
         self._creating: dict[str, asyncio.Future] = {}  # topics being created on a worker thread
+        self._folder_maker: ThreadPoolExecutor | None = None  # makes new logs' folders (_make_folders)
+        self._closing = False
+        self._unfrozen_partitions = 0  # created since the heap was last frozen (_created)
         self.partition_count = 0  # hosted or being created
         self.brokers = 1  # brokers that can hold a replica (an in-process cluster's size)
         # topic, partition and config changes since the start: where a KRaft metadata log would have got
@@ -100,7 +106,7 @@ class TopicManager:
         for entry in json.loads(path.read_text()):
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
             log_config = self.log_config(topic.configs)  # (one for all the topic's partitions)
-            topic.partitions = [self._open_log(topic, index, log_config, lazy=True)
+            topic.partitions = [self._open_log(topic, index, log_config)
                                 for index in range(entry["partitions"])]
             self._add(topic)
         self._remove_stray_logs()
@@ -126,6 +132,9 @@ class TopicManager:
     def close(self) -> None:
         """Close every log: those opened since the start (the others have nothing to write) on a few
         threads, whose flushes and snapshot writes wait on the disk in parallel."""
+        self._closing = True  # new logs' folders not made yet are left to their first use
+        if self._folder_maker is not None:
+            self._folder_maker.shutdown(wait=False, cancel_futures=True)
         opened = [log for topic in self.topics.values() for log in topic.partitions if log.opened]
         if len(opened) <= 1:
             for log in opened:
@@ -195,12 +204,11 @@ class TopicManager:
             raise TopicError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
 
     async def create(self, planned: list[Topic]) -> list[Topic | TopicError]:
-        """Create planned topics (see ``plan``): each is created whole, or refused and rolled back.
+        """Create planned topics (see ``plan``): each is created whole, or refused.
 
         POLICY_VIOLATION for a topic that would take the broker past ``max.broker.partitions``."""
         results: list[Topic | TopicError] = []
         accepted: list[Topic] = []
-        positions: list[int] = []
         loop = asyncio.get_running_loop()
         for topic in planned:
             if topic.name in self.topics or topic.name in self._creating:
@@ -216,19 +224,16 @@ class TopicManager:
             self._creating[topic.name] = loop.create_future()
             self.partition_count += topic.planned_partitions
             accepted.append(topic)
-            positions.append(len(results))
             results.append(topic)
         try:
-            outcomes = await asyncio.to_thread(self._open_logs, accepted) if accepted else []
+            if accepted:
+                await asyncio.to_thread(self._new_logs, accepted)
             for topic in accepted:
                 self.partition_count -= topic.planned_partitions  # _add counts what was created
-            for topic, position, failure in zip(accepted, positions, outcomes):
-                if failure is None:
-                    self._add(topic)
-                else:
-                    results[position] = failure
-            if any(failure is None for failure in outcomes):
+                self._add(topic)
+            if accepted:
                 self._save()
+                self._created([log for topic in accepted for log in topic.partitions])
         finally:
             for topic in accepted:
                 self._creating.pop(topic.name).set_result(self.topics.get(topic.name))
@@ -239,26 +244,40 @@ class TopicManager:
         pending = self._creating.get(name)
         return await asyncio.shield(pending) if pending is not None else self.topics.get(name)
 
-    def _open_logs(self, topics: list[Topic]) -> list[TopicError | None]:
-        """Create each topic's partition logs (on a worker thread); a topic that fails is rolled back."""
-        outcomes: list[TopicError | None] = []
+    def _new_logs(self, topics: list[Topic]) -> None:
+        """Each topic's partition logs (on a worker thread: thousands of objects)."""
         for topic in topics:
+            log_config = self.log_config(topic.configs)  # once for the topic, not per partition
+            topic.partitions = [self._open_log(topic, index, log_config) for index in range(topic.planned_partitions)]
+
+    def _created(self, logs: list[PartitionLog]) -> None:
+        """New logs, recorded: their folders to make, and with ``freeze_heap``, once a thousand or more
+        partitions have been created since the last time, the heap frozen (``gc.freeze``): the logs and
+        everything else alive are long-lived, and a full collection that walked them all again would
+        hold the loop for a large fraction of a second at ten thousand partitions."""
+        self._make_folders(logs)
+        self._unfrozen_partitions += len(logs)
+        if self.config.freeze_heap and self._unfrozen_partitions >= _FREEZE_AFTER_PARTITIONS:
+            self._unfrozen_partitions = 0
+            gc.freeze()
+
+    def _make_folders(self, logs: list[PartitionLog]) -> None:
+        """Make new logs' folders on a worker thread, after the creation is answered (as Kafka's brokers
+        make a partition's log once the controller has committed its topic): a file system that takes a
+        millisecond a folder then delays no answer. A log used before makes its own; a stop leaves the
+        rest to their first use."""
+        if self._folder_maker is None:
+            self._folder_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-log-folders")
+        self._folder_maker.submit(self._make_each_folder, logs)
+
+    def _make_each_folder(self, logs: list[PartitionLog]) -> None:
+        for partition_log in logs:
+            if self._closing:
+                return
             try:
-                log_config = self.log_config(topic.configs)  # once for the topic, not per partition
-                for index in range(topic.planned_partitions):
-                    topic.partitions.append(self._open_log(topic, index, log_config))
-            except OSError as error:
-                for partition_log in topic.partitions:
-                    partition_log.delete()
-                for index in range(topic.planned_partitions):
-                    shutil.rmtree(self._log_dir(topic.name, index), ignore_errors=True)
-                topic.partitions = []
-                log.warning("creating topic %s failed and was rolled back: %s", topic.name, error)
-                outcomes.append(TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating topic {topic.name} failed: "
-                                                                             f"{error}"))
-            else:
-                outcomes.append(None)
-        return outcomes
+                partition_log.make_folder()
+            except OSError as error:  # (its first use makes it, or reports the storage error)
+                log.warning("making the folder of %s failed: %s", partition_log.name, error)
 
     async def delete(self, name: str) -> Topic:
         """Forget the topic at once, then remove its logs on a worker thread."""
@@ -338,33 +357,17 @@ class TopicManager:
                              f"max.broker.partitions ({limit}); it hosts {self.partition_count}.")
         if validate_only:
             return
+        log_config = self.log_config(topic.configs)
         self.partition_count += count - current
-
-        def open_new() -> list[PartitionLog]:
-            opened: list[PartitionLog] = []
-            log_config = self.log_config(topic.configs)
-            try:
-                for index in range(current, count):
-                    opened.append(self._open_log(topic, index, log_config))
-            except OSError:
-                for partition_log in opened:
-                    partition_log.delete()
-                raise
-            return opened
-        try:
-            opened = await asyncio.to_thread(open_new)
-        except OSError as error:
-            self.partition_count -= count - current
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Creating partitions of {topic.name} failed: "
-                                                             f"{error}") from None
+        added = await asyncio.to_thread(lambda: [self._open_log(topic, index, log_config)
+                                                 for index in range(current, count)])
         if self.topics.get(topic.name) is not topic:  # deleted meanwhile
             self.partition_count -= count - current
-            for partition_log in opened:
-                partition_log.delete()
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        topic.partitions.extend(opened)
+        topic.partitions.extend(added)
         self.metadata_cache.changed(topic.name)
         self._save()
+        self._created(added)
 
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         """The LogConfig of a topic with these overrides (TopicError INVALID_CONFIG when they are bad)."""
@@ -376,13 +379,11 @@ class TopicManager:
     def _log_dir(self, name: str, partition: int) -> str:
         return os.path.join(self.config.data_dir, f"{name}-{partition}")
 
-    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig | None = None, *,
-                  lazy: bool = False) -> PartitionLog:
-        log_config = log_config if log_config is not None else self.log_config(topic.configs)
+    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig) -> PartitionLog:
+        """A partition's log, opened on first use (a new one's folder is made by ``_make_folders`` or then)."""
         remote = self.remote if log_config.remote_storage_enable else None
         return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote,
-                            descriptors=self.descriptors, lazy=lazy)
-
+                            descriptors=self.descriptors, lazy=True)
 
 def _check_name(name: str) -> None:
     if not name or name in (".", ".."):

@@ -14,7 +14,8 @@ LOADED_TOPICS, LOADED_PARTITIONS = 50, 200
 def loaded_broker(tmp_path_factory):
     """A broker hosting 10,000 partitions (``LOADED_TOPICS`` topics ``load-0`` ... of
     ``LOADED_PARTITIONS``), created once per session; tests must leave its topics as they found them."""
-    running = BrokerThread(data_dir=tmp_path_factory.mktemp("loaded-broker"), auto_create_topics=False).start()
+    running = BrokerThread(data_dir=tmp_path_factory.mktemp("loaded-broker"), auto_create_topics=False,
+                           freeze_heap=True).start()  # as the kafkawire broker process
     try:
         async def create():
             topics = running.broker.topics

@@ -50,10 +50,14 @@ class ListOffsetsApi:
                     result.leader_epoch = -1
                 else:
                     committed = version >= 2 and request.isolation_level == 1
-                    found = self._offset_for(partition_log, p.timestamp, committed)
+                    empty_at = partition_log.idle_empty_offset()  # (an idle, empty log is not opened)
+                    found = (_offset_in_empty(empty_at, p.timestamp) if empty_at is not None
+                             else self._offset_for(partition_log, p.timestamp, committed))
                     if found is not None:
                         result.offset, result.timestamp = found
-                        if version >= 4 and result.offset >= 0:  # the epoch the offset was written in
+                        if version >= 4 and result.offset >= 0 and empty_at is not None:
+                            result.leader_epoch = partition_log.leader_epoch  # (the epoch it would open at)
+                        elif version >= 4 and result.offset >= 0:  # the epoch the offset was written in
                             epoch = partition_log.leader_epochs.epoch_for_offset(result.offset)
                             result.leader_epoch = epoch if epoch >= 0 else partition_log.leader_epoch
                 partitions.append(result)
@@ -90,6 +94,16 @@ class ListOffsetsApi:
             return (found[0], found[1]) if found is not None else (-1, -1)
         found = partition_log.offset_for_timestamp(timestamp)
         return (found[0], found[1]) if found is not None else None
+
+
+def _offset_in_empty(offset: int, timestamp: int) -> tuple[int, int] | None:
+    """What ``_offset_for`` finds in a log without a remote tier that holds nothing, from ``offset`` (its
+    start and end) on: so thousands of idle partitions are answered without opening their files."""
+    if timestamp in (_LATEST, _EARLIEST, _EARLIEST_LOCAL):
+        return offset, -1
+    if timestamp in (_MAX_TIMESTAMP, _LATEST_TIERED, _EARLIEST_PENDING_UPLOAD):
+        return -1, -1
+    return None  # (by time: no record)
 
 
 def _earliest_pending_upload(partition_log: PartitionLog) -> int:

@@ -94,6 +94,9 @@ class BrokerConfig:
     # Prometheus metrics on this port (kafkawire's; Kafka exposes JMX), None: off; 0: any free port
     metrics_port: int | None = None
     request_log: bool = False  # one INFO line per request on the kafkawire.broker.requests logger
+    # gc.freeze() once started and after large creations (kafkawire's: the ``kafkawire broker`` and ``cluster``
+    # processes set it; an application that embeds a broker decides for its own heap)
+    freeze_heap: bool = False
     remote_dir: Path | None = None  # a directory standing in for tiered storage
     remote_read_latency_ms: float = 0.0
     remote_fetch_max_wait_ms: int = 500  # remote.fetch.max.wait.ms

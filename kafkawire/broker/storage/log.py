@@ -144,19 +144,44 @@ class PartitionLog:
         """Its files opened (a lazy log's on first use)."""
         return self._loaded
 
+    def make_folder(self) -> None:
+        """Make a new log's folder as a clean close of an empty log leaves it (an empty active segment and
+        the clean-shutdown marker that vouches for it), unless the log was opened or closed meanwhile. A
+        worker thread does this after a creation is answered, as Kafka's brokers make a new partition's
+        log once the controller has committed the topic; a log used first makes its own folder."""
+        if self._loaded or self._closed or self.tiered:  # (a tiered log's first offset is the remote tier's)
+            return
+        os.makedirs(self._directory, exist_ok=True)
+        stem = os.path.join(self._directory, segment_name(0))
+        if os.path.exists(stem + ".log"):
+            return
+        for suffix in (".log", ".index"):
+            os.close(os.open(stem + suffix, os.O_WRONLY | os.O_CREAT, 0o644))
+        # (should the loop open the log meanwhile, this marker is stale: it vouches only for an empty
+        # segment at offset 0, so it never passes off a log holding records as clean)
+        with open(os.path.join(self._directory, _CLEAN_SHUTDOWN), "w") as marker:
+            marker.write("0 0")
+
     def empty_on_disk(self) -> bool:
-        """A log not opened since the start that holds nothing, as its clean-shutdown marker and its
-        folder say without opening it: one segment, the marker's active one, empty, and no remote tier
-        (what retention and other passes over every log may skip)."""
+        """A log not opened since the start that holds nothing (see ``idle_empty_offset``): what retention
+        and other passes over every log may skip."""
+        return self.idle_empty_offset() is not None
+
+    def idle_empty_offset(self) -> int | None:
+        """For a log not opened since the start that holds nothing, its start and end offset, as its
+        clean-shutdown marker and its folder say without opening it (one segment, the marker's active
+        one, empty; no remote tier), or 0 for a new log whose folder is not made yet; None otherwise."""
         if self._loaded or self.tiered:
-            return False
+            return None
         try:
             base, size = (int(word) for word in Path(self._directory, _CLEAN_SHUTDOWN).read_text().split())
             with os.scandir(self._directory) as entries:
                 logs = [entry.name for entry in entries if entry.name.endswith(".log")]
+        except FileNotFoundError:
+            return None if os.path.exists(self._directory) else 0
         except (OSError, ValueError):
-            return False
-        return size == 0 and logs == [f"{segment_name(base)}.log"]
+            return None
+        return base if size == 0 and logs == [f"{segment_name(base)}.log"] else None
 
     @property
     def closed(self) -> bool:
@@ -201,6 +226,7 @@ class PartitionLog:
         if not bases:
             base = self.remote_segments[-1].next_offset if self.remote_segments else 0
             self.local.open_segment(base, interval, now, create=True)
+            (directory / _CLEAN_SHUTDOWN).unlink(missing_ok=True)  # (make_folder's, if it got that far)
         else:
             for base in bases:
                 self.local.open_segment(base, interval, now, create=False)

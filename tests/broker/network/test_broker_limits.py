@@ -16,7 +16,7 @@ from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.storage import PartitionLog
 from kafkawire.broker.storage.descriptors import DescriptorCache
 from kafkawire.records import RecordBatchBuilder, iter_records
-from support.broker_wire import create_topic, fetch
+from support.broker_wire import create_topic, fetch, produce
 
 API_VERSIONS = m.ApiVersionsRequest(client_software_name="limits", client_software_version="1")
 
@@ -155,25 +155,30 @@ def test_stray_partition_directories_are_removed_at_start(tmp_path):
     assert {"kept-0", "kept-1", "notes-1"} <= names and not names & {"gone-0", "kept-7"}
 
 
-def test_a_creation_that_fails_on_disk_is_rolled_back(tmp_path, monkeypatch):
+def test_a_folder_that_cannot_be_made_after_a_creation_is_made_on_first_use(tmp_path, monkeypatch):
+    """A creation answers once its topic is recorded (as Kafka's controller does); the folders are made
+    afterwards, and one that fails then (a full disk) is made by the log's first use."""
     with BrokerThread(data_dir=tmp_path) as broker, RawClient(broker.port) as client:
-        calls = []
-        real = PartitionLog.__init__
+        failed = []
+        real = PartitionLog.make_folder
 
-        def flaky(self, directory, *args, **kwargs):
-            calls.append(directory)
-            if len(calls) == 3:
+        def flaky(self):
+            if self.name == "flaky-2":
+                failed.append(self.name)
                 raise OSError(28, "No space left on device")
-            real(self, directory, *args, **kwargs)
-        monkeypatch.setattr(PartitionLog, "__init__", flaky)
-        request = m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
-            name="flaky", num_partitions=5, replication_factor=1)], timeout_ms=1000)
-        (result,) = client.request(request, 7).topics
+            real(self)
+        monkeypatch.setattr(PartitionLog, "make_folder", flaky)
+        create_topic(client, "flaky", 5)
+        deadline = time.monotonic() + 60
+        while not (failed and (tmp_path / "flaky-4" / ".kafkawire-clean-shutdown").exists()):
+            assert time.monotonic() < deadline, "the folders were not made"
+            time.sleep(0.02)
         monkeypatch.undo()
-        assert result.error_code == -1 and "No space left" in result.error_message
-        assert not any(entry.name.startswith("flaky") for entry in tmp_path.iterdir())
-        assert broker.broker.topics.partition_count == 0
-        create_topic(client, "flaky", 5)  # and the name is free again
+        assert not (tmp_path / "flaky-2").exists()
+        builder = RecordBatchBuilder()
+        builder.append(b"kept")
+        produced = produce(client, "flaky", 2, builder.build())
+        assert produced.error_code == 0 and (tmp_path / "flaky-2" / "00000000000000000000.log").stat().st_size > 0
 
 
 # ---- descriptors -------------------------------------------------------------------------------------------------

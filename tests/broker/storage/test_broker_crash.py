@@ -209,3 +209,22 @@ def test_torn_tail_written_while_down_is_truncated_on_restart(tmp_path, processe
                     assert all(got[base + i] == kv for i, kv in enumerate(batch))
         assert segment.stat().st_size == sum(s for p, s, b, n in positions if n <= survivors_end)
         check_offsets_continue(client, ends)
+
+
+def test_a_topic_created_just_before_a_kill_9_survives_with_every_partition(tmp_path, processes):
+    """A creation answers before its partitions' folders are all made (a worker thread makes them
+    afterwards); a kill -9 right after the answer keeps the topic, and each partition works, its folder
+    made on first use if the worker had not got to it."""
+    data_dir = tmp_path / "data"
+    broker = processes(data_dir)
+    with RawClient(broker.port) as client:
+        create_topic(client, "fresh", 500)
+    broker.kill()
+    restarted = processes(data_dir)
+    with RawClient(restarted.port) as client:
+        for partition in (0, 499):
+            builder = RecordBatchBuilder()
+            builder.append(b"after")
+            assert produce(client, "fresh", partition, builder.build()).error_code == 0
+            (answer,) = by_partition(fetch(client, [("fresh", partition, 0, 1 << 20)])).values()
+            assert answer.error_code == 0 and answer.high_watermark == 1

@@ -107,7 +107,10 @@ def test_a_restart_answers_and_a_sigterm_stops_in_bounded_time(data_dir, tmp_pat
 
 
 def test_the_partitions_survive_a_second_restart(data_dir):
-    """A log never opened closes as it was: its clean-shutdown marker still vouches for it."""
+    """A log never opened closes as it was: its folder (made after the creation, or not yet: made on
+    first use) is left untouched, and a clean-shutdown marker in it still vouches for it."""
+    never_opened = data_dir / "idle-020-5"
+    before = folder_state(never_opened)
     for _ in range(2):
         broker = BrokerProcess(data_dir, start_timeout_s=START_TIMEOUT_S)
         try:
@@ -115,7 +118,13 @@ def test_the_partitions_survive_a_second_restart(data_dir):
             stop(broker)
         finally:
             broker.kill()
-    assert (data_dir / "idle-020-5" / ".kafkawire-clean-shutdown").exists()
+    assert folder_state(never_opened) == before
+    assert before is None or before[".kafkawire-clean-shutdown"] == b"0 0"
+
+
+def folder_state(folder) -> dict[str, bytes] | None:
+    """Each file's bytes, or None when there is no folder."""
+    return {f.name: f.read_bytes() for f in folder.iterdir()} if folder.exists() else None
 
 
 # ---- a log opened on first use (in process) ----------------------------------------------------------
