@@ -76,9 +76,9 @@ def test_apis_table(capsys):
     assert rows["Fetch"] == ["1", "Fetch", "4-19", "12+", "4-19"]
     assert rows["Produce"] == ["0", "Produce", "3-13", "9+", "3-13"]
     assert rows["ControlledShutdown"] == ["7", "ControlledShutdown", "removed", "-", "-"]
-    assert rows["StreamsGroupHeartbeat"] == ["88", "StreamsGroupHeartbeat", "0-0", "0+", "-"]
+    assert rows["StreamsGroupHeartbeat"] == ["88", "StreamsGroupHeartbeat", "0-0", "0+", "0-0"]
     assert rows["SaslHandshake"] == ["17", "SaslHandshake", "0-1", "none", "0-1"]
-    assert rows["StreamsGroupDescribe"][4] == "-"  # not served
+    assert rows["Vote"][4] == "-"  # not served: between controllers
     assert rows["ApiVersions"] == ["18", "ApiVersions", "0-4", "3+", "0-4"]
 
 
@@ -97,8 +97,8 @@ def test_apis_json(capsys):
     handshake = next(row for row in data if row["key"] == 17)
     assert handshake["flexible_from"] is None
     assert (handshake["broker_min_version"], handshake["broker_max_version"]) == (0, 1)
-    streams = next(row for row in data if row["name"] == "StreamsGroupDescribe")
-    assert streams["broker_min_version"] is None and streams["broker_max_version"] is None
+    vote = next(row for row in data if row["name"] == "Vote")
+    assert vote["broker_min_version"] is None and vote["broker_max_version"] is None
 
 
 def test_apis_marks_what_a_running_broker_advertises(tmp_path, capsys):
