@@ -10,6 +10,7 @@ from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..network.listeners import Listener
 from ..node_view import NodeView
+from ..quotas import ClientQuotas
 from ..security.acls import TOPIC_OPERATIONS, Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
@@ -29,6 +30,12 @@ class RequestContext:
     client_id: str
     client_software_name: str = ""  # from the connection's ApiVersions (v3+)
     client_software_version: str = ""
+    throttle_ms: int = 0  # a throttle time the handler gave (controller mutations), for the response
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as client quotas name users (``ANONYMOUS`` before authentication)."""
+        return self.principal.partition(":")[2] or self.principal
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -47,6 +54,7 @@ class BrokerState:
     scram: ScramStore
     authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
     view: NodeView  # what this node leads and coordinates (a single broker: everything)
+    quotas: ClientQuotas  # the client quotas this node enforces
 
     def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do ``operation`` on the resource (always, without an

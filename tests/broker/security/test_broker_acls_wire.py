@@ -201,6 +201,14 @@ CASES = [
         m.UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version", max_version_level=1, upgrade_type=2)]),
      lambda r: r.error_code == 0 and [f.feature for f in r.results] == ["transaction.version"],
      lambda r: r.error_code == CLUSTER_AUTH and r.error_message == "Cluster authorization failed." and not r.results),
+    ("DescribeClientQuotas", 1, lambda: m.DescribeClientQuotasRequest(components=[], strict=False),
+     lambda r: r.error_code == 0 and r.entries is not None,  # DESCRIBE_CONFIGS on the cluster
+     lambda r: r.error_code == CLUSTER_AUTH and r.entries is None),
+    ("AlterClientQuotas", 1, lambda: m.AlterClientQuotasRequest(validate_only=True, entries=[  # ALTER_CONFIGS, cluster
+        m.AlterClientQuotasRequest.EntryData(entity=[m.AlterClientQuotasRequest.EntityData(
+            entity_type="user", entity_name="alice")], ops=[m.AlterClientQuotasRequest.OpData(
+                key="producer_byte_rate", value=1024.0, remove=False)])]),
+     lambda r: r.entries[0].error_code == 0, lambda r: r.entries[0].error_code == CLUSTER_AUTH),
 ]
 
 

@@ -19,7 +19,7 @@ Each request goes to the broker that can answer it, and retriable errors are ret
 ``request_timeout`` (default.api.timeout.ms): see ``router``. The calls are in parts, objects the client
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
 consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
-and SCRAM users (``security``).
+SCRAM users and client quotas (``security``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
 that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
@@ -97,6 +97,8 @@ class AsyncAdminClient:
     delete_acls = part_call("_security", SecurityAdmin.delete_acls)
     describe_user_scram_credentials = part_call("_security", SecurityAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = part_call("_security", SecurityAdmin.alter_user_scram_credentials)
+    describe_client_quotas = part_call("_security", SecurityAdmin.describe_client_quotas)
+    alter_client_quotas = part_call("_security", SecurityAdmin.alter_client_quotas)
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
