@@ -9,11 +9,16 @@ gets the quota (AlterClientQuotas through kafkawire's AdminClient), and that man
 clients with that client id (so they share the quota, as Kafka counts it per client id) run on threads
 for --seconds:
 
-* produce: each sends 10 KB records as fast as the producer takes them (linger.ms 5); the rate is the
-  bytes acknowledged from the end of the burst the windows allow ((quota.window.num - 1) windows of the
-  quota: the broker's rate starts over at least that span) to the end of the run;
+* produce: each sends 10 KB records as fast as the producer takes them (linger.ms 5), the bytes
+  acknowledged counted;
 * consume: each reads its own partition of a topic loaded beforehand (batches of 32 KiB,
-  max.partition.fetch.bytes 64 KiB), the rate the bytes read over the same span.
+  max.partition.fetch.bytes 64 KiB), the bytes read counted.
+
+Two rates against the quota: from the end of the burst the windows allow ((quota.window.num - 1)
+windows of the quota at once: the broker's rate divides by at least that span) to the end of the run;
+and over the whole run from the first byte. A client over its quota moves in cycles as long as the
+windows (a burst, then throttled until the oldest window ends), so a run of a few cycles reads the rate
+well; with Kafka's 11 windows that takes minutes a cell. Target: the whole run's rate within 25%.
 
 The broker is ``kafkawire broker`` in a subprocess with ``quota.window.num`` (--window-num, Kafka's 11)
 windows of one second. This is a benchmark script, not a test.
@@ -90,8 +95,9 @@ def load(bootstrap: str, topic: str, partitions: int, megabytes: float) -> None:
         raise RuntimeError("loading the topic did not finish")
 
 
-def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: float, window_num: int) -> float:
-    """The achieved rate over the quota's after the windows' burst."""
+def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: float,
+         window_num: int) -> tuple[float, float]:
+    """The achieved rate over the quota's: after the windows' burst, and over the whole run."""
     client_id = f"bench-{kind}-{next(_ids)}"
     quota = quota_mib * MIB
     topic = f"quota-bench-{kind}-{client_id}"
@@ -110,9 +116,10 @@ def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: flo
         thread.join()
     first = min((at for run in events for at, _ in run), default=started)
     burst = (window_num - 1) * 1.0  # seconds of the quota the windows allow at once
-    stop = first + seconds - (first - started)
-    counted = sum(size for run in events for at, size in run if first + burst <= at < stop)
-    return counted / max(stop - first - burst, 1e-9) / quota
+    stop = started + seconds
+    after_burst = sum(size for run in events for at, size in run if first + burst <= at < stop)
+    whole = sum(size for run in events for at, size in run if at < stop)
+    return after_burst / max(stop - first - burst, 1e-9) / quota, whole / max(stop - first, 1e-9) / quota
 
 
 def main() -> None:
@@ -126,8 +133,9 @@ def main() -> None:
         parser.error("--seconds must outlast the windows' burst (--window-num - 1 seconds)")
     out = [f"# client quota accuracy: {machine_line()}",
            f"quota.window.num {args.window_num} of 1 s; each cell {args.seconds:.0f} s, "
-           f"the rate counted from {args.window_num - 1} s on", "",
-           "| quota MiB/s | clients | produce: achieved / quota | consume: achieved / quota |", "|---:|---:|---:|---:|"]
+           f"the burst {args.window_num - 1} s of the quota", "",
+           "| quota MiB/s | clients | produce: after the burst | produce: whole run "
+           "| consume: after the burst | consume: whole run |", "|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -138,10 +146,11 @@ def main() -> None:
                 for clients in (int(c) for c in args.clients.split(",")):
                     produced = cell(broker.bootstrap, "produce", quota, clients, args.seconds, args.window_num)
                     consumed = cell(broker.bootstrap, "consume", quota, clients, args.seconds, args.window_num)
-                    out.append(f"| {quota:g} | {clients} | {produced:.2f} | {consumed:.2f} |")
+                    out.append(f"| {quota:g} | {clients} | {produced[0]:.2f} | {produced[1]:.2f} | {consumed[0]:.2f} "
+                               f"| {consumed[1]:.2f} |")
                     print(out[-1], flush=True)
-                    verdicts.append((f"{quota:g} MiB/s x{clients}: within 25% of the quota",
-                                     0.75 <= produced <= 1.25 and 0.75 <= consumed <= 1.25))
+                    verdicts.append((f"{quota:g} MiB/s x{clients}: the whole run's rate within 25% of the "
+                                     f"quota", 0.75 <= produced[1] <= 1.25 and 0.75 <= consumed[1] <= 1.25))
         finally:
             broker.stop()
     print_targets(out, verdicts, started)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +22,6 @@ from ..persistence.atomic_file import write_json_atomically
 __all__ = ["Entity", "QuotaError", "ClientQuotaStore", "USER", "CLIENT_ID", "IP",
            "PRODUCER_BYTE_RATE", "CONSUMER_BYTE_RATE", "REQUEST_PERCENTAGE", "CONTROLLER_MUTATION_RATE",
            "CONNECTION_CREATION_RATE"]
-
-log = logging.getLogger(__name__)
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE = "producer_byte_rate"

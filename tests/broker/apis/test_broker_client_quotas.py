@@ -312,3 +312,29 @@ def test_connections_over_an_ip_rate_are_closed(tmp_path):
 def _api_versions() -> bytes:
     from kafkawire.framing import Correlator
     return Correlator(client_id="quota-ip").request(m.ApiVersionsRequest(), 0)
+
+
+def test_kafkawire_connection_sends_nothing_to_a_throttled_broker(broker):
+    import asyncio
+
+    from kafkawire.client.aio.connection import BrokerConnection
+    _set(broker.bootstrap, ClientQuotaEntity.of(client_id="quota-held"), request_percentage=0.01)
+
+    async def run() -> tuple[int, bool, float]:
+        connection = BrokerConnection("127.0.0.1", broker.port, client_id="quota-held")
+        await connection.connect()
+        try:
+            throttle = 0
+            for _ in range(50):
+                throttle = (await connection.send(m.MetadataRequest(topics=None), 12)).throttle_time_ms
+                if throttle:
+                    break
+            started = time.monotonic()
+            answer = connection.request(m.ApiVersionsRequest(), 3)
+            held = not connection._pending  # kept back, not written to the muted connection
+            await answer
+            return throttle, held, time.monotonic() - started
+        finally:
+            await connection.close()
+    throttle, held, waited = asyncio.run(run())
+    assert throttle > 0 and held and waited >= 0.9 * throttle / 1000
