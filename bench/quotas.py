@@ -9,8 +9,9 @@ gets the quota (AlterClientQuotas through kafkawire's AdminClient), and that man
 clients with that client id (so they share the quota, as Kafka counts it per client id) run on threads
 for --seconds:
 
-* produce: each sends 10 KB records as fast as the producer takes them (linger.ms 5), the bytes
-  acknowledged counted;
+* produce: each sends 10 KB records as fast as the producer takes them (linger.ms 5, batch.size
+  --batch-size: a request's bytes are counted whole, and one much larger than a window's quota
+  overshoots it), the bytes acknowledged counted;
 * consume: each reads its own partition of a topic loaded beforehand (batches of 32 KiB,
   max.partition.fetch.bytes 64 KiB), the bytes read counted.
 
@@ -50,9 +51,10 @@ def set_quota(bootstrap: str, client_id: str, key: str, rate: float) -> None:
         admin.close()
 
 
-def produce(bootstrap: str, client_id: str, topic: str, seconds: float, acked: list) -> None:
+def produce(bootstrap: str, client_id: str, topic: str, seconds: float, batch_size: int, acked: list) -> None:
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": batch_size})
     started = time.monotonic()
     while time.monotonic() - started < seconds:
         try:
@@ -95,8 +97,8 @@ def load(bootstrap: str, topic: str, partitions: int, megabytes: float) -> None:
         raise RuntimeError("loading the topic did not finish")
 
 
-def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: float,
-         window_num: int) -> tuple[float, float]:
+def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: float, window_num: int,
+         batch_size: int) -> tuple[float, float]:
     """The achieved rate over the quota's: after the windows' burst, and over the whole run."""
     client_id = f"bench-{kind}-{next(_ids)}"
     quota = quota_mib * MIB
@@ -105,7 +107,7 @@ def cell(bootstrap: str, kind: str, quota_mib: float, clients: int, seconds: flo
         load(bootstrap, topic, clients, quota_mib * (seconds + window_num) * 1.5)
     set_quota(bootstrap, client_id, "producer_byte_rate" if kind == "produce" else "consumer_byte_rate", quota)
     events: list[list] = [[] for _ in range(clients)]
-    threads = [threading.Thread(target=produce, args=(bootstrap, client_id, topic, seconds, events[i]))
+    threads = [threading.Thread(target=produce, args=(bootstrap, client_id, topic, seconds, batch_size, events[i]))
                if kind == "produce" else
                threading.Thread(target=consume, args=(bootstrap, client_id, topic, i, seconds, events[i]))
                for i in range(clients)]
@@ -128,11 +130,14 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4")
     parser.add_argument("--seconds", type=float, default=20.0, help="each cell's run")
     parser.add_argument("--window-num", type=int, default=11, help="quota.window.num")
+    parser.add_argument("--batch-size", type=int, default=16384,
+                        help="the producers' batch.size (Java's default; librdkafka's is 1 MB)")
     args = parser.parse_args()
     if args.seconds <= args.window_num - 1:
         parser.error("--seconds must outlast the windows' burst (--window-num - 1 seconds)")
     out = [f"# client quota accuracy: {machine_line()}",
-           f"quota.window.num {args.window_num} of 1 s; each cell {args.seconds:.0f} s, "
+           f"quota.window.num {args.window_num} of 1 s; producers' batch.size {args.batch_size}; "
+           f"each cell {args.seconds:.0f} s, "
            f"the burst {args.window_num - 1} s of the quota", "",
            "| quota MiB/s | clients | produce: after the burst | produce: whole run "
            "| consume: after the burst | consume: whole run |", "|---:|---:|---:|---:|---:|---:|"]
@@ -144,8 +149,10 @@ def main() -> None:
         try:
             for quota in (float(q) for q in args.quotas.split(",")):
                 for clients in (int(c) for c in args.clients.split(",")):
-                    produced = cell(broker.bootstrap, "produce", quota, clients, args.seconds, args.window_num)
-                    consumed = cell(broker.bootstrap, "consume", quota, clients, args.seconds, args.window_num)
+                    produced = cell(broker.bootstrap, "produce", quota, clients, args.seconds, args.window_num,
+                                    args.batch_size)
+                    consumed = cell(broker.bootstrap, "consume", quota, clients, args.seconds, args.window_num,
+                                    args.batch_size)
                     out.append(f"| {quota:g} | {clients} | {produced[0]:.2f} | {produced[1]:.2f} | {consumed[0]:.2f} "
                                f"| {consumed[1]:.2f} |")
                     print(out[-1], flush=True)

@@ -33,7 +33,8 @@ __all__ = ["ClientQuotas", "MutationQuota", "STRICT_MUTATION_VERSIONS", "THROTTL
 THROTTLED = "The throttling quota has been exceeded."  # Kafka's message for THROTTLING_QUOTA_EXCEEDED
 
 # The first version of each API whose client understands THROTTLING_QUOTA_EXCEEDED (KIP-599)
-STRICT_MUTATION_VERSIONS: dict[int, int] = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+STRICT_MUTATION_VERSIONS: dict[int, int] = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3,
+                                            ApiKey.DELETE_TOPICS: 5}
 _SWEEP_S = 3600.0  # a client's sensors unused this long are dropped (Kafka's inactive sensor expiry)
 _QUOTA_TYPES = ("Produce", "Fetch", "Request", "ControllerMutation")
 

@@ -66,7 +66,8 @@ def _kafka_python_describe(admin: KafkaAdminClient, components: list[tuple[str, 
 def test_kafka_python_alters_and_describes_quotas_with_kafka_filters(broker):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="quota-admin")
     try:
-        assert _kafka_python_alter(admin, {"user": "kp-alice"}, {"producer_byte_rate": 2048.0}).entries[0].error_code == 0
+        altered = _kafka_python_alter(admin, {"user": "kp-alice"}, {"producer_byte_rate": 2048.0})
+        assert altered.entries[0].error_code == 0
         assert _kafka_python_alter(admin, {"user": "kp-alice", "client-id": None},
                                    {"request_percentage": 25.5}).entries[0].error_code == 0
         assert _kafka_python_alter(admin, {"user": None}, {"consumer_byte_rate": 4096.0}).entries[0].error_code == 0
