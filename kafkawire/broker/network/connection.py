@@ -207,10 +207,7 @@ class Connection:
                 quotas = self.broker.handlers.quotas if self.broker.handlers is not None else None
                 if quotas is not None and quotas.enabled:  # (what the request costs only counts under a quota)
                     if api_key == ApiKey.FETCH and version >= 3:  # (MaxBytes came with v3)
-                        cap = quotas.fetch_bytes_cap(context.user, context.client_id)
-                        if cap is not None:
-                            fetch = cast("m.FetchRequest", request)
-                            fetch.max_bytes = min(fetch.max_bytes, cap)
+                        quotas.cap_fetch(cast("m.FetchRequest", request), context.user, context.client_id)
                     cpu = time.thread_time()
                     response = await self._handle(api_key, request, version, context)
                     response = self._throttle(quotas, api_key, request, response, context, len(frame),

@@ -138,13 +138,12 @@ class ClientQuotas:
             self.metrics.throttled(kind, throttles[kind])
         return response, throttles[kind]
 
-    def fetch_bytes_cap(self, user: str, client_id: str) -> int | None:
-        """The most a fetch may return under the client's consumer_byte_rate: what the windows but the
-        current one allow (Kafka's getMaxValueInQuotaWindow), or None without a quota."""
+    def cap_fetch(self, request: m.FetchRequest, user: str, client_id: str) -> None:
+        """A consumer's fetch asks for no more than its consumer_byte_rate allows over the windows but the
+        current one (Kafka's getMaxValueInQuotaWindow)."""
         found = self.store.resolve(user, client_id, CONSUMER_BYTE_RATE)
-        if found is None:
-            return None
-        return max(int(found[0] * (self.samples - 1) * self.window_s), 1)
+        if found is not None and not _from_follower(request):
+            request.max_bytes = min(request.max_bytes, max(int(found[0] * (self.samples - 1) * self.window_s), 1))
 
     # ---- controller mutations -----------------------------------------------------------------
     def mutations(self, api_key: int, version: int, user: str, client_id: str) -> MutationQuota:

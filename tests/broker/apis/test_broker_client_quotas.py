@@ -339,3 +339,18 @@ def test_kafkawire_connection_sends_nothing_to_a_throttled_broker(broker):
             await connection.close()
     throttle, held, waited = asyncio.run(run())
     assert throttle > 0 and held and waited >= 0.9 * throttle / 1000
+
+
+def test_a_throttled_fetch_is_answered_without_records(broker):
+    topic = "quota-raw-fetch"
+    fill = ConfluentProducer({"bootstrap.servers": broker.bootstrap})
+    fill.produce(topic, b"f" * 10_000)
+    assert fill.flush(30) == 0
+    _set(broker.bootstrap, ClientQuotaEntity.of(client_id="quota-raw-fetch"), consumer_byte_rate=1024)
+    fetch = m.FetchRequest(max_wait_ms=0, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
+        topic=topic, partitions=[m.FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                               partition_max_bytes=1 << 20)])])
+    with RawClient(broker.port, client_id="quota-raw-fetch") as raw:
+        response = raw.request(fetch, 12)
+    # the record's 10 KB are ten seconds of the quota: none sent, and a throttle time to wait
+    assert response.error_code == 0 and not response.responses and response.throttle_time_ms > 5000
