@@ -19,6 +19,7 @@ __all__ = ["BrokerMetrics", "request_log"]
 
 request_log = logging.getLogger("kafkawire.broker.requests")
 
+_THROTTLE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -53,6 +54,11 @@ class BrokerMetrics:
                                               registry=registry)
         self.group_count = Gauge("kafka_server_group_coordinator_metrics_group_count", "Groups, by protocol",
                                  ["protocol"], registry=registry)
+        # client quotas (broker.quotas): the throttle times given, by the quota that set each (Kafka's
+        # Produce, Fetch, Request and ControllerMutation throttle-time sensors)
+        self.throttle_time = Histogram("kafka_server_quota_throttle_time_seconds",
+                                       "Throttle times given to clients over a quota", ["quota_type"],
+                                       buckets=_THROTTLE_BUCKETS, registry=registry)
         self._server: Any = None  # prometheus_client's WSGI server, once serving
 
     def serve(self, port: int, host: str = "") -> int:
@@ -68,6 +74,9 @@ class BrokerMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+    def throttled(self, quota_type: str, throttle_ms: int) -> None:
+        self.throttle_time.labels(quota_type).observe(throttle_ms / 1000)
 
     def request_done(self, api_key: int, version: int, seconds: float, error: int | None) -> None:
         name = _api_name(api_key)

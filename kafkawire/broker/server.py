@@ -410,6 +410,13 @@ class Broker:
         if not self.limits.admit(host):
             writer.close()
             return
+        quotas = self.handlers.quotas if self.handlers is not None else None
+        if quotas is not None and quotas.ip_enabled:
+            delay_ms = quotas.admit_connection(host)
+            if delay_ms:  # over the ip's connection_creation_rate (KIP-612): closed once the throttle time has
+                self.limits.release(host)  # passed, as Kafka does, so the client does not reconnect at once
+                asyncio.get_running_loop().call_later(delay_ms / 1000, writer.close)
+                return
         if self.config.socket_send_buffer_bytes != -1:  # socket.send.buffer.bytes, as Kafka sets it on accept
             sock = writer.get_extra_info("socket")
             if sock is not None:

@@ -13,6 +13,9 @@ from .blocking_admin import AdminClient
 from .core.admin.acls import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
 )
+from .core.admin.client_quotas import (
+    ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter, ClientQuotaFilterComponent, MatchType,
+)
 from .core.admin.config import AdminConfig
 from .core.admin.delegation_tokens import DelegationToken
 from .core.admin.groups import (
@@ -50,5 +53,6 @@ __all__ = [
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPermissionType", "ResourceType", "ResourcePatternType",
     "ScramMechanism", "ScramCredentialInfo", "UserScramCredentialsDescription", "UserScramCredentialUpsertion",
     "UserScramCredentialDeletion", "DelegationToken",
+    "ClientQuotaEntity", "ClientQuotaFilter", "ClientQuotaFilterComponent", "ClientQuotaAlteration", "MatchType",
     "TopicPartition", "OffsetAndMetadata",
 ]

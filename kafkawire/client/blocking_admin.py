@@ -28,6 +28,7 @@ from .core.admin.groups import ConsumerGroupTopicPartitions
 from .core.admin.partitions import IsolationLevel, OffsetSpec
 from .core.admin.reassignments import ElectionType
 from .core.admin.resource_configs import ConfigResource
+from .core.admin.client_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter
 from .core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .core.admin.topics import NewPartitions, NewTopic
 from .core.topic_partition import TopicPartition
@@ -214,7 +215,7 @@ class AdminClient:
     def list_transactions(self, **options: Any) -> Future:
         return self._start(self._admin.list_transactions(**options))
 
-    # ---- ACLs and SCRAM users ---------------------------------------------------------------------------
+    # ---- ACLs, SCRAM users and client quotas -------------------------------------------------------------
     def create_acls(self, acls: Sequence[AclBinding], **options: Any) -> dict[AclBinding, Future]:
         return self._per_key(acls, self._admin.create_acls(acls, **options))
 
@@ -251,6 +252,14 @@ class AdminClient:
 
     def describe_delegation_token(self, owners: Sequence[str] | None = None, **options: Any) -> Future:
         return self._start(self._admin.describe_delegation_token(owners, **options))
+
+    def describe_client_quotas(self, quota_filter: ClientQuotaFilter, **options: Any) -> Future:
+        """One future for ``{entity: {quota key: value}}`` (Java Admin's describeClientQuotas)."""
+        return self._start(self._admin.describe_client_quotas(quota_filter, **options))
+
+    def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration],
+                            **options: Any) -> dict[ClientQuotaEntity, Future]:
+        return self._per_key([a.entity for a in alterations], self._admin.alter_client_quotas(alterations, **options))
 
     # ---- closing ----------------------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:

@@ -7,6 +7,8 @@ import shutil
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
+from ..quotas.throttling import THROTTLED
 from ..security.acls import Operation, ResourceType
 from ..storage import OffsetOutOfRange
 from ..topics import TopicError
@@ -32,6 +34,7 @@ class PartitionAdminApis:
                                 context: RequestContext) -> m.CreatePartitionsResponse:
         names = [t.name for t in request.topics]
         results = []
+        quota = self.state.quotas.mutations(ApiKey.CREATE_PARTITIONS, version, context.user, context.client_id)
         for wanted in request.topics:
             result = m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=wanted.name, error_code=0)
             try:
@@ -43,10 +46,13 @@ class PartitionAdminApis:
                 if topic is None:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{wanted.name}' does not exist.")
                 self._check_assignments(wanted, len(topic.partitions))
+                if wanted.count > len(topic.partitions) and not quota.admit(wanted.count - len(topic.partitions)):
+                    raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
                 await self.topics.create_partitions(topic, wanted.count, request.validate_only)
             except TopicError as failure:
                 result.error_code, result.error_message = failure.code, failure.message
             results.append(result)
+        context.throttle_ms = max(context.throttle_ms, self.state.quotas.settle(quota))
         return m.CreatePartitionsResponse(results=results)
 
     def _check_assignments(self, wanted, current: int) -> None:

@@ -10,6 +10,7 @@ from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..network.listeners import Listener
 from ..node_view import NodeView
+from ..quotas import ClientQuotas
 from ..security.acls import TOPIC_OPERATIONS, Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..topics import TopicManager
@@ -30,6 +31,7 @@ class RequestContext:
     client_software_name: str = ""  # from the connection's ApiVersions (v3+)
     client_software_version: str = ""
     token_authenticated: bool = False  # authenticated with a delegation token (SCRAM's tokenauth)
+    throttle_ms: int = 0  # a throttle time the handler gave (controller mutations), for the response
 
     @property
     def may_manage_tokens(self) -> bool:
@@ -38,6 +40,11 @@ class RequestContext:
         if self.token_authenticated:
             return False
         return self.listener.sasl or (self.listener.tls and self.principal != "User:ANONYMOUS")
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as client quotas name users (``ANONYMOUS`` before authentication)."""
+        return self.principal.partition(":")[2] or self.principal
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -56,6 +63,7 @@ class BrokerState:
     scram: ScramStore
     authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
     view: NodeView  # what this node leads and coordinates (a single broker: everything)
+    quotas: ClientQuotas  # the client quotas this node enforces
 
     def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do ``operation`` on the resource (always, without an

@@ -5,6 +5,9 @@ from __future__ import annotations
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
+from ...messages import ApiKey
+from ..quotas import MutationQuota
+from ..quotas.throttling import THROTTLED
 from ..topics import Topic, TopicError
 from ..security.acls import Operation, ResourceType
 from .state import BrokerState, RequestContext
@@ -54,6 +57,10 @@ class TopicApis:
             for result in results:
                 _fail(result, failure)
             return m.CreateTopicsResponse(topics=results)
+        quota = self.state.quotas.mutations(ApiKey.CREATE_TOPICS, version, context.user, context.client_id)
+        planned = [(index, topic) for index, topic in planned if _admitted(quota, topic.planned_partitions,
+                                                                           results[index])]
+        context.throttle_ms = max(context.throttle_ms, self.state.quotas.settle(quota))
         created = [topic for _, topic in planned] if validate_only else await self.topics.create(
             [topic for _, topic in planned])
         for (index, _), outcome in zip(planned, created):
@@ -77,6 +84,7 @@ class TopicApis:
         else:
             wanted = [(name, ZERO_UUID) for name in request.topic_names]
         results = []
+        quota = self.state.quotas.mutations(ApiKey.DELETE_TOPICS, version, context.user, context.client_id)
         for name, topic_id in wanted:
             result = m.DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
             if name is not None and not self.state.allowed(context, Operation.DELETE, ResourceType.TOPIC, name):
@@ -85,13 +93,25 @@ class TopicApis:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 try:
+                    existing = self.topics.get(name)
+                    if existing is not None and not quota.admit(len(existing.partitions)):
+                        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
                     deleted = await self.topics.delete(name)
                     result.topic_id = deleted.topic_id
                 except TopicError as failure:
                     result.error_code = failure.code
                     result.error_message = failure.message
             results.append(result)
+        context.throttle_ms = max(context.throttle_ms, self.state.quotas.settle(quota))
         return m.DeleteTopicsResponse(responses=results)
+
+
+def _admitted(quota: MutationQuota, partitions: int, result: m.CreateTopicsResponse.CreatableTopicResult) -> bool:
+    """Whether the controller mutation quota lets the topic be created (else its result says why)."""
+    if quota.admit(partitions):
+        return True
+    _fail(result, TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED))
+    return False
 
 
 def _fail(result: m.CreateTopicsResponse.CreatableTopicResult, failure: TopicError) -> None:

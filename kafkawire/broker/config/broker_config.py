@@ -158,6 +158,11 @@ class BrokerConfig:
     delegation_token_max_lifetime_ms: int = 604_800_000  # delegation.token.max.lifetime.ms
     delegation_token_expiry_time_ms: int = 86_400_000  # delegation.token.expiry.time.ms: a renewal's reach
     delegation_token_expiry_check_interval_ms: int = 3_600_000  # delegation.token.expiry.check.interval.ms
+    # client quotas' rate windows (broker.quotas): the samples kept and each one's length
+    quota_window_num: int = 11  # quota.window.num
+    quota_window_size_seconds: int = 1  # quota.window.size.seconds
+    controller_quota_window_num: int = 11  # controller.quota.window.num
+    controller_quota_window_size_seconds: int = 1  # controller.quota.window.size.seconds
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -285,7 +290,9 @@ PROPERTIES = {
     "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms", "log.cleaner.threads": "log_cleaner_threads",
     "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
-    "telemetry.max.bytes": "telemetry_max_bytes", "controller.listener.names": "controller_listener_names",
+    "telemetry.max.bytes": "telemetry_max_bytes", "quota.window.num": "quota_window_num",
+    "quota.window.size.seconds": "quota_window_size_seconds", "controller.quota.window.num": "controller_quota_window_num",
+    "controller.quota.window.size.seconds": "controller_quota_window_size_seconds", "controller.listener.names": "controller_listener_names",
     "socket.send.buffer.bytes": "socket_send_buffer_bytes", "socket.receive.buffer.bytes": "socket_receive_buffer_bytes",
     "delegation.token.secret.key": "delegation_token_secret_key",
     "delegation.token.max.lifetime.ms": "delegation_token_max_lifetime_ms",
@@ -331,7 +338,8 @@ def is_security_setting(key: str) -> bool:
         return bool(match[1]) or (match[2] or match[3]) in SECURITY_SETTINGS
     return key in SECURITY_SETTINGS
 _KAFKA_NAME = {name: key for key, name in PROPERTIES.items()}
-_POSITIVE = ("num_partitions", "min_insync_replicas", "default_replication_factor", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
+_POSITIVE = ("quota_window_num", "quota_window_size_seconds", "controller_quota_window_num",
+             "controller_quota_window_size_seconds", "num_partitions", "min_insync_replicas", "default_replication_factor", "segment_bytes", "message_max_bytes", "fetch_max_bytes", "max_request_bytes",
              "queued_max_request_bytes", "max_connections", "connections_max_idle_ms", "max_broker_partitions",
              "produce_max_decompressed_bytes", "retention_check_interval_ms", "transaction_max_timeout_ms",
              "transaction_abort_interval_ms", "transactional_id_expiration_ms", "transaction_expiration_interval_ms",

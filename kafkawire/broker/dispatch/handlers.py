@@ -22,6 +22,7 @@ from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..groups.group_configs import GroupConfigs
 from ..node_view import NodeView, SingleNode
+from ..quotas import ClientQuotas, ClientQuotaStore
 from ..security.acls import Authorizer, Operation, ResourceType
 from ..security.scram_store import ScramStore
 from ..delegation_tokens import DelegationTokens
@@ -76,6 +77,8 @@ ROUTES: dict[int, tuple[str, str, str]] = {
     ApiKey.LIST_CONFIG_RESOURCES: ("config_resources", "ConfigResourceApis", "list_config_resources"),
     ApiKey.DELETE_GROUPS: ("group_admin", "GroupAdminApis", "delete_groups"),
     ApiKey.OFFSET_DELETE: ("group_admin", "GroupAdminApis", "offset_delete"),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: ("client_quotas", "ClientQuotaApis", "describe_client_quotas"),
+    ApiKey.ALTER_CLIENT_QUOTAS: ("client_quotas", "ClientQuotaApis", "alter_client_quotas"),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis",
                                              "describe_user_scram_credentials"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ("scram_credentials", "ScramCredentialApis", "alter_user_scram_credentials"),
@@ -115,13 +118,19 @@ class Handlers:
         self.features = shared.features if shared is not None else FinalizedFeatures(
             config.data_dir / "features.json", config.transaction_version)
         served = served_versions(upstream=config.upstream_versions)
+        # the client quotas: configured for the cluster, enforced by each node over its own clients
+        self.quota_store: ClientQuotaStore = shared.quota_store if shared is not None else ClientQuotaStore(
+            config.data_dir / "client-quotas.json")
+        self.quotas = ClientQuotas(self.quota_store, config.quota_window_num, config.quota_window_size_seconds,
+                                   config.controller_quota_window_num, config.controller_quota_window_size_seconds,
+                                   metrics)
         self.state = BrokerState(
             config, topics, groups, port,
             dict(with_transaction_version(served, self.features.level("transaction.version"))),  # changes live
             shared.purgatory if shared is not None else FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
             scram if scram is not None else ScramStore(None), authorizer,
-            view if view is not None else SingleNode(config.node_id))
+            view if view is not None else SingleNode(config.node_id), self.quotas)
         self._owns_transactions = shared is None
         self.groups = groups
         self.purgatory = self.state.purgatory
@@ -158,7 +167,8 @@ class Handlers:
             "ConfigResourceApis": (group_configs, self.client_metrics),
             "ClusterApis": (self.features,), "FeatureApis": (self.features,),
             "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,),
-            "DelegationTokenApis": (tokens if tokens is not None else DelegationTokens(None, None, 1, 1),)}
+            "DelegationTokenApis": (tokens if tokens is not None else DelegationTokens(None, None, 1, 1),),
+            "ClientQuotaApis": (self.quota_store,)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
         join_group = groups.membership.join_group
@@ -230,6 +240,7 @@ class Handlers:
             self.features.listeners.remove(self._apply_transaction_version)
         self.producer.close()
         self.share.close()
+        self.quotas.close()
         if self._owns_transactions:
             self.transactions.close()
 

@@ -27,6 +27,7 @@ from ...sasl.redact import redact_token
 from ..apis.controller_listener import CONTROLLER_APIS
 from ..apis.produce import CLOSE_CONNECTION
 from ..apis.state import RequestContext
+from ..encoded_response import EncodedResponse
 from ..dispatch.error_responses import error_response
 from ..loop_slices import LARGE_FRAME, take_turn
 from .faults import DROP
@@ -41,6 +42,7 @@ from ..storage import FileRecords
 
 if TYPE_CHECKING:
     from ...codec.base import Bytes
+    from ..quotas import ClientQuotas
     from ..server import Broker
 
 __all__ = ["Connection"]
@@ -71,6 +73,7 @@ class Connection:
         self.auth = Authenticator(security, broker.scram, broker.tokens) if listener.sasl else None
         self.principal = "User:ANONYMOUS"
         self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
+        self.muted_until = 0.0  # a client quota's throttle: no request is read before (loop time)
         if listener.tls:
             certificate = writer.get_extra_info("peercert")
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
@@ -118,6 +121,8 @@ class Connection:
                 if response is False:
                     return  # closing: the request could not be read, or Kafka closes here
                 if response is None:
+                    if self.muted_until:  # throttled with no answer due (acks=0): silence all the same
+                        await self._sit_out_throttle(loop)
                     if receiver.buffered():
                         await asyncio.sleep(0)
                     continue
@@ -127,6 +132,8 @@ class Connection:
                 if broker.faults.armed:  # injected latency or throttle
                     await broker.faults.delay(sum(len(part) for part in response))
                 await send_parts(writer, response, direct=not self.listener.tls)
+                if self.muted_until:  # throttled (KIP-219): the answer is sent, then no request is read
+                    await self._sit_out_throttle(loop)
                 self.last_active = loop.time()
                 if self._close_after_response:
                     return
@@ -141,6 +148,12 @@ class Connection:
             writer.close()
             if tap is not None:
                 tap.connection_closed(conn, time.time_ns(), aborted=aborted, by_client=client_closed)
+
+    async def _sit_out_throttle(self, loop: asyncio.AbstractEventLoop) -> None:
+        delay = self.muted_until - loop.time()
+        self.muted_until = 0.0
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     _close_after_response = False  # a failed authentication: its answer is sent, then the connection closes
 
@@ -192,7 +205,16 @@ class Connection:
             faults = self.broker.faults
             fault = faults.take(api_key) if faults.armed else None
             if fault is None:
-                response = await self._handle(api_key, request, version, context)
+                quotas = self.broker.handlers.quotas if self.broker.handlers is not None else None
+                if quotas is not None and quotas.enabled:  # (what the request costs only counts under a quota)
+                    if api_key == ApiKey.FETCH and version >= 3:  # (MaxBytes came with v3)
+                        quotas.cap_fetch(cast("m.FetchRequest", request), context.user, context.client_id)
+                    cpu = time.thread_time()
+                    response = await self._handle(api_key, request, version, context)
+                    response = self._throttle(quotas, api_key, request, response, context, len(frame),
+                                              time.thread_time() - cpu)
+                else:
+                    response = await self._handle(api_key, request, version, context)
             elif fault == DROP:
                 return None  # read, never answered: the client's request times out
             else:
@@ -205,6 +227,22 @@ class Connection:
         if response is CLOSE_CONNECTION:
             return False
         return encode_response_parts(api_key, version, correlation_id, response)
+
+    def _throttle(self, quotas: ClientQuotas, api_key: int, request: Any, response: Any, context: RequestContext,
+                  size: int, cpu_seconds: float) -> Any:
+        """The response with its throttle time, the largest a quota gives (KIP-219); the connection then
+        reads nothing from the client until that time has passed (``run``)."""
+        if response is False or response is CLOSE_CONNECTION:
+            return response
+        response, throttle = quotas.throttle_response(api_key, request, response, context.user, context.client_id,
+                                                      size, cpu_seconds)
+        throttle = max(throttle, context.throttle_ms)
+        if throttle:
+            self.muted_until = asyncio.get_running_loop().time() + throttle / 1000
+            body = response.head if isinstance(response, EncodedResponse) else response
+            if body is not None and hasattr(body, "throttle_time_ms"):
+                body.throttle_time_ms = max(body.throttle_time_ms, throttle)
+        return response
 
     def _observe(self, api_key: int, version: int, context: RequestContext, seconds: float, response: Any) -> None:
         """The request's metrics and its request-log line, when the broker has them on."""

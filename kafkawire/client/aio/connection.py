@@ -120,7 +120,13 @@ class BrokerConnection:
         self._on_authentication_failure = on_authentication_failure
         self.session_lifetime_ms = 0  # the last SASL session's, as the broker granted it (0: unlimited)
         self.reauthentications = 0
-        self._held: deque[tuple] | None = None  # while re-authenticating: requests to write once it is done
+        # while re-authenticating or throttled: requests to write once that is over
+        self._held: deque[tuple] | None = None
+        # a quota's throttle (KIP-219): the broker's throttle_time_ms; nothing is sent before it passes
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self.throttled_responses = 0  # responses that carried a throttle time
+        self.throttle_time_total_ms = 0
+        self.throttle_time_max_ms = 0
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task | None = None
 
@@ -326,6 +332,9 @@ class BrokerConnection:
                     if lease is not None:
                         lease.release()
                     continue
+                throttle_ms = getattr(body, "throttle_time_ms", 0)
+                if throttle_ms and throttle_ms > 0:
+                    self._throttled(throttle_ms)
                 pending.future.set_result(Reply(body, size, lease) if pending.charge else body)
         except asyncio.CancelledError:
             # the loop is shutting down (asyncio.run's end, a client dropped without close()): let the
@@ -372,11 +381,43 @@ class BrokerConnection:
             delay = reauthentication_delay_ms(lifetime_ms)
             self._reauth_timer = asyncio.get_running_loop().call_later(delay / 1000, self._begin_reauthentication)
 
+    def _throttled(self, throttle_ms: int) -> None:
+        """A response's throttle time: requests wait (held) until it has passed, as Kafka's NetworkClient
+        does not send to a throttled broker (the broker reads nothing from the connection meanwhile)."""
+        self.throttled_responses += 1
+        self.throttle_time_total_ms += throttle_ms
+        self.throttle_time_max_ms = max(self.throttle_time_max_ms, throttle_ms)
+        if self._held is None:
+            self._held = deque()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._throttle_timer is None or self._throttle_timer.when() < until:
+            if self._throttle_timer is not None:
+                self._throttle_timer.cancel()
+            self._throttle_timer = loop.call_at(until, self._throttle_passed)
+
+    def _throttle_passed(self) -> None:
+        self._throttle_timer = None
+        if self._reauth_task is None or self._reauth_task.done():  # (else re-authentication's end releases them)
+            self._write_held()
+
+    def _write_held(self) -> None:
+        held, self._held = self._held or deque(), None
+        while held:  # in the order they were made
+            future, *request = held.popleft()
+            if future.done():  # the caller gave up on it
+                continue
+            if self._closed:
+                future.set_exception(self._closed_error())
+            else:
+                self._write(future, *request)
+
     def _begin_reauthentication(self) -> None:
         self._reauth_timer = None
         if self._closed:
             return
-        self._held = deque()
+        if self._held is None:  # (it may hold requests of a throttle already)
+            self._held = deque()
         self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate(),
                                                                    name=f"re-authenticate {self!r}")
 
@@ -397,15 +438,8 @@ class BrokerConnection:
             self._abort(KafkaConnectionError(f"re-authentication with {self.host}:{self.port} failed: {error!r}"))
             return
         self.reauthentications += 1
-        held, self._held = self._held or deque(), None
-        while held:  # in the order they were made, behind the exchange
-            future, *request = held.popleft()
-            if future.done():  # the caller gave up on it
-                continue
-            if self._closed:
-                future.set_exception(self._closed_error())
-            else:
-                self._write(future, *request)
+        if self._throttle_timer is None:  # behind the exchange; a throttle's timer releases them otherwise
+            self._write_held()
         self._schedule_reauthentication(lifetime)
 
     def _authentication_failed(self, error: AuthenticationException) -> None:
@@ -447,6 +481,9 @@ class BrokerConnection:
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
             self._reauth_timer = None
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
         if self.memory_pool is not None:
             self.memory_pool.cancel(self)
             with contextlib.suppress(ValueError):

@@ -212,6 +212,14 @@ class ConnectionManager:
     def connections(self) -> list[BrokerConnection]:
         return list(self._connections.values())
 
+    def throttle_metrics(self, prefix: str) -> dict[str, float]:
+        """The brokers' quota throttling of this client over its open connections (KIP-219), under
+        Kafka's ``<prefix>-throttle-time-max`` and the total and count behind an average."""
+        connections = self._connections.values()
+        return {f"{prefix}-throttle-time-max": max((c.throttle_time_max_ms for c in connections), default=0),
+                f"{prefix}-throttle-time-total": sum(c.throttle_time_total_ms for c in connections),
+                "throttled-responses-total": sum(c.throttled_responses for c in connections)}
+
     async def close_bootstrap(self) -> None:
         """Drop the bootstrap connections once the brokers are known by id."""
         for key in [k for k in self._connections if isinstance(k[0], tuple)]:

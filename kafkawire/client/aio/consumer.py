@@ -612,7 +612,8 @@ class AsyncConsumer:
 
     # ---- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """KIP-81's four memory-pool metrics, plus fetch and position counters."""
+        """KIP-81's four memory-pool metrics, plus fetch and position counters and the brokers'
+        throttling (ms)."""
         out: dict[str, float] = dict(self.pool.metrics())
         out["memory-pool-peak-used"] = self.pool.peak_used
         out["memory-pool-size"] = self.pool.size
@@ -621,6 +622,7 @@ class AsyncConsumer:
         out["buffered-records"] = self.fetcher.retained_records()
         out["reads-paused-total"] = sum(c.reads_paused_total for c in self.connections.connections()
                                         if c.role == FETCH_ROLE)
+        out.update(self.connections.throttle_metrics("fetch"))
         return out
 
 

@@ -564,9 +564,11 @@ class AsyncProducer:
 
     # ---- metrics ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """The BufferPool's metrics plus the sender's counters, by Kafka's names where it has them."""
+        """The BufferPool's metrics plus the sender's counters and the brokers' throttling (ms), by
+        Kafka's names where it has them."""
         out: dict[str, float] = dict(self.pool.metrics())
         out.update(self._stats)
         out["requests-in-flight"] = sum(self.sender.in_flight.values())
         out["bufferpool-peak-in-use"] = self.pool.peak_in_use
+        out.update(self.connections.throttle_metrics("produce"))
         return out

@@ -243,7 +243,7 @@ def test_the_controller_listener_answers_as_kafkas_controller(stock_broker):
     port = _listener_port(stock_broker, "CONTROLLER")
     with RawClient(port) as client:
         served = {key.api_key for key in client.request(m.ApiVersionsRequest(), 3).api_keys}
-        assert served == {17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 37, 43, 44, 45, 46, 51, 55, 57, 60}
+        assert served == {17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 37, 43, 44, 45, 46, 49, 51, 55, 57, 60}
         controllers = client.request(m.DescribeClusterRequest(endpoint_type=2), 1)
         assert (controllers.error_code, controllers.endpoint_type, controllers.controller_id) == (0, 2, 1)
         assert [(node.broker_id, node.port) for node in controllers.brokers] == [(1, port)]

@@ -229,6 +229,14 @@ CASES = [
         owner_principal_type="User", owner_principal_name="bob", renewers=[]),
      lambda r: r.error_code == 0 and (r.principal_name, r.token_requester_principal_name) == ("bob", "alice"),
      lambda r: r.error_code == ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED and not r.hmac),
+    ("DescribeClientQuotas", 1, lambda: m.DescribeClientQuotasRequest(components=[], strict=False),
+     lambda r: r.error_code == 0 and r.entries is not None,  # DESCRIBE_CONFIGS on the cluster
+     lambda r: r.error_code == CLUSTER_AUTH and r.entries is None),
+    ("AlterClientQuotas", 1, lambda: m.AlterClientQuotasRequest(validate_only=True, entries=[  # ALTER_CONFIGS, cluster
+        m.AlterClientQuotasRequest.EntryData(entity=[m.AlterClientQuotasRequest.EntityData(
+            entity_type="user", entity_name="alice")], ops=[m.AlterClientQuotasRequest.OpData(
+                key="producer_byte_rate", value=1024.0, remove=False)])]),
+     lambda r: r.entries[0].error_code == 0, lambda r: r.entries[0].error_code == CLUSTER_AUTH),
 ]
 
 

@@ -20,7 +20,7 @@ Each request goes to the broker that can answer it, and retriable errors are ret
 owns, one concept a module: topics, cluster and configs (``topics``), partition leaders' (``partitions``),
 replica moves and leader elections (``replicas``),
 consumer groups (``groups``), share groups (``share_groups``), transactions (``transactions``), ACLs
-and SCRAM users (``security``), delegation tokens (``delegation_tokens``).
+SCRAM users and client quotas (``security``), delegation tokens (``delegation_tokens``).
 Each part is given the client's AdminCalls (its router and call timeouts); the client's methods of
 that name are the part's (``part_call``), which carry the signatures and docstrings.
 """
@@ -106,6 +106,8 @@ class AsyncAdminClient:
     delete_acls = part_call("_security", SecurityAdmin.delete_acls)
     describe_user_scram_credentials = part_call("_security", SecurityAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = part_call("_security", SecurityAdmin.alter_user_scram_credentials)
+    describe_client_quotas = part_call("_security", SecurityAdmin.describe_client_quotas)
+    alter_client_quotas = part_call("_security", SecurityAdmin.alter_client_quotas)
 
     create_delegation_token = part_call("_tokens", DelegationTokenAdmin.create_delegation_token)
     renew_delegation_token = part_call("_tokens", DelegationTokenAdmin.renew_delegation_token)

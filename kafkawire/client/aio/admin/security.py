@@ -1,12 +1,13 @@
-"""The admin client's ACL and SCRAM calls (a part of AsyncAdminClient, ``aio.admin``), sent to any broker,
-built and read by ``core.admin_acls`` and ``core.admin_scram``."""
+"""The admin client's ACL, SCRAM and client quota calls (a part of AsyncAdminClient, ``aio.admin``), sent to any broker,
+built and read by ``core.admin.acls``, ``core.admin.scram`` and ``core.admin.client_quotas``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...core.admin import acls
+from ...core.admin import acls, client_quotas
 from ...core.admin import scram
 from ...core.admin.acls import AclBinding, AclBindingFilter
+from ...core.admin.client_quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter
 from ...core.admin.scram import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .calls import AdminPart, raise_or, unique
 
@@ -14,8 +15,8 @@ __all__ = ["SecurityAdmin"]
 
 
 class SecurityAdmin(AdminPart):
-    """create_acls, describe_acls, delete_acls, describe_user_scram_credentials and
-    alter_user_scram_credentials (the broker needs an authorizer for ACLs: SECURITY_DISABLED otherwise)."""
+    """create_acls, describe_acls, delete_acls, describe_user_scram_credentials,
+    alter_user_scram_credentials, describe_client_quotas and alter_client_quotas (the broker needs an authorizer for ACLs: SECURITY_DISABLED otherwise)."""
 
     async def create_acls(self, bindings: Sequence[AclBinding], *, request_timeout: float | None = None
                           ) -> dict[AclBinding, object]:
@@ -70,3 +71,24 @@ class SecurityAdmin(AdminPart):
             return scram.read_alter_user_scram_credentials(response)
         return await self._router.run(list(by_user), attempt, self._calls.timeout_ms(request_timeout),
                                       "alter_user_scram_credentials")
+
+    async def describe_client_quotas(self, quota_filter: ClientQuotaFilter, *, request_timeout: float | None = None
+                                     ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """``{entity: {quota key: value}}`` for the entities the filter matches."""
+        async def attempt() -> object:
+            request = client_quotas.describe_client_quotas_request(quota_filter)
+            return client_quotas.read_describe_client_quotas(await self._calls.send_any(request))
+        return raise_or(await self._router.run_one(attempt, self._calls.timeout_ms(request_timeout),
+                                                   "describe_client_quotas"))
+
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *, validate_only: bool = False,
+                                  request_timeout: float | None = None) -> dict[ClientQuotaEntity, object]:
+        """Set or remove (value None) quotas: ``{entity: None or exception}``."""
+        by_entity = {a.entity: a for a in alterations}
+        unique([a.entity for a in alterations], "client quota entity")
+
+        async def attempt(pending: list[ClientQuotaEntity]) -> dict[ClientQuotaEntity, object]:
+            request = client_quotas.alter_client_quotas_request([by_entity[e] for e in pending], validate_only)
+            return client_quotas.read_alter_client_quotas(await self._calls.send_any(request))
+        return await self._router.run(list(by_entity), attempt, self._calls.timeout_ms(request_timeout),
+                                      "alter_client_quotas")
