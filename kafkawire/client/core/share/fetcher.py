@@ -94,6 +94,7 @@ class ShareFetcher:
 
     def __init__(self, config: ShareConsumerConfig, member_id: str, pool: MemoryPool | None = None):
         self.config = config
+        self._explicit = config.explicit
         self.group_id = config.group_id or ""
         self.member_id = member_id
         self.pool = pool if pool is not None else MemoryPool(config.buffer_memory)
@@ -109,9 +110,11 @@ class ShareFetcher:
         self._sessions: dict[int, ShareSession] = {}
         self._in_flight: set[int] = set()
         self._buffered: deque[tuple[int, ShareCompletedFetch]] = deque()  # (node, fetch), in arrival order
-        self._delivered: dict[TopicPartition, dict[int, bool]] = {}  # the last poll's records: offset -> renewed
+        self._delivered: dict[TopicPartition, dict[int, bool]] = {}  # explicit: last poll's offset -> renewed
+        self._handed_out: dict[TopicPartition, list[tuple[int, int]]] = {}  # implicit: last poll's offset runs
         self._pending: dict[TopicPartition, Acknowledgements] = {}
         self._commits: dict[int, Commit] = {}  # by node: the commit its next ShareAcknowledge serves
+        self._prefetched: set[int] = set()  # nodes fetched from since the last poll while holding its records
         self._commit_ids = itertools.count()
         self.closed = False
 
@@ -159,6 +162,7 @@ class ShareFetcher:
         if self.errors:
             raise self.errors.pop(0)
         self._settle()
+        self._prefetched.clear()
         out: list[ShareConsumerRecord] = []
         while self._buffered and len(out) < max_records:
             _, fetch = self._buffered[0]
@@ -168,8 +172,7 @@ class ShareFetcher:
             taken = fetch.take(max_records - len(out))
             if taken:
                 out += taken
-                self._delivered.setdefault(fetch.topic_partition, {}).update(
-                    dict.fromkeys(map(record_offset, taken), False))
+                self._hand_out(fetch.topic_partition, taken)
             if fetch.drained:
                 self._drop_first()
                 if fetch.failure is not None:
@@ -179,6 +182,27 @@ class ShareFetcher:
                     raise fetch.failure
         return out
 
+    def _hand_out(self, tp: TopicPartition, taken: list[ShareConsumerRecord]) -> None:
+        """Note the records handed out, to be acknowledged: each offset in explicit mode, runs of
+        consecutive offsets in implicit mode (all ACCEPTed together by the next poll)."""
+        if self._explicit:
+            self._delivered.setdefault(tp, {}).update(dict.fromkeys(map(record_offset, taken), False))
+            return
+        runs = self._handed_out.setdefault(tp, [])
+        first = taken[0].offset
+        if taken[-1].offset - first + 1 == len(taken):  # no gap: the usual case
+            spans = [(first, taken[-1].offset)]
+        else:
+            spans = []
+            for offset in map(record_offset, taken):
+                if spans and spans[-1][1] + 1 == offset:
+                    spans[-1] = (spans[-1][0], offset)
+                else:
+                    spans.append((offset, offset))
+        if runs and runs[-1][1] + 1 == spans[0][0]:
+            runs[-1] = (runs[-1][0], spans.pop(0)[1])
+        runs += spans
+
     def _drop_first(self) -> None:
         _, fetch = self._buffered.popleft()
         fetch.release()
@@ -187,31 +211,24 @@ class ShareFetcher:
 
     def _settle(self) -> None:
         """Implicit mode: ACCEPT what the last poll handed out. Explicit: every record must be acknowledged."""
-        if self.config.explicit:
+        if self._explicit:
             for tp, offsets in self._delivered.items():
                 waiting = [offset for offset, renewed in offsets.items() if not renewed]
                 if waiting:
                     raise RuntimeError(f"explicit acknowledgement mode: {len(waiting)} records of {tp} from the "
                                        f"last poll are not acknowledged (offset {waiting[0]} first)")
             return
-        for tp, offsets in self._delivered.items():
+        for tp, runs in self._handed_out.items():
             acks = self._pending_for(tp)
-            first = last = -2
-            for offset in offsets:  # in the order handed out, which is offset order per partition
-                if offset != last + 1:
-                    if first >= 0:
-                        acks.add_range(first, last, AcknowledgeType.ACCEPT)
-                    first = offset
-                last = offset
-            if first >= 0:
+            for first, last in runs:
                 acks.add_range(first, last, AcknowledgeType.ACCEPT)
-        self._delivered.clear()
+        self._handed_out.clear()
 
     def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType | int) -> None:
         """Acknowledge one record of the last poll (explicit mode). RENEW keeps it acquired, still to be
         acknowledged; the others end it."""
         kind = _TYPES.get(kind) or AcknowledgeType(kind)  # (a lookup: the enum's call costs more than the rest)
-        if not self.config.explicit:
+        if not self._explicit:
             raise RuntimeError("acknowledge() needs share.acknowledgement.mode=explicit")
         offsets = self._delivered.get(tp)
         if offsets is None or offset not in offsets:
@@ -268,7 +285,7 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
-        busy = self._busy_nodes()
+        busy, holding = self._busy_nodes()
         requests = []
         for node in sorted(nodes - self._in_flight):
             session = self._sessions.setdefault(node, ShareSession(node))
@@ -285,7 +302,9 @@ class ShareFetcher:
             elif wanted and node not in busy:
                 fetched = {tp: a for tp, a in acks.items() if tp in wanted}
                 self._restore({tp: a for tp, a in acks.items() if tp not in wanted})
-                request = self._fetch_request(node, session, wanted, fetched)
+                request = self._fetch_request(node, session, wanted, fetched, node in holding)
+                if node in holding:
+                    self._prefetched.add(node)
             else:
                 self._restore(acks)
                 commit = self._commits.get(node)
@@ -296,15 +315,22 @@ class ShareFetcher:
             requests.append(request)
         return requests
 
-    def _busy_nodes(self) -> set[int]:
-        """Brokers not to fetch from yet: records of theirs wait in the buffer, or records handed out are
-        still to be acknowledged (RENEWed ones aside: they hold their locks on purpose)."""
+    def _busy_nodes(self) -> tuple[set[int], set[int]]:
+        """(brokers not to fetch from yet, brokers holding records handed out). Busy: records of theirs
+        wait in the buffer, or a fetch went to them since the last poll while they held records handed
+        out and not acknowledged yet (RENEWed ones aside: they hold their locks on purpose). Once the
+        buffer is drained, one fetch goes out while the application still has the last poll's records
+        (the next poll's records are on their way meanwhile, as Kafka's ShareConsumeRequestManager
+        fetches for partitions with nothing buffered); it does not wait at the broker (MaxWait 0), as
+        the window of record locks may be full of those records, whose acknowledgements cannot go until
+        it is answered."""
         busy = {node for node, fetch in self._buffered if fetch.remaining}
+        holding = {self._leaders[tp] for tp in self._handed_out if tp in self._leaders}
         for tp, offsets in self._delivered.items():
             node = self._leaders.get(tp)
             if node is not None and not all(offsets.values()):
-                busy.add(node)
-        return busy
+                holding.add(node)
+        return busy | (holding & self._prefetched), holding
 
     def _pending_at(self, node: int) -> bool:
         return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
@@ -324,7 +350,7 @@ class ShareFetcher:
             self._pending_for(tp).merge(taken)
 
     def _fetch_request(self, node: int, session: ShareSession, wanted: dict[TopicPartition, uuid.UUID],
-                       acks: dict[TopicPartition, Acknowledgements]) -> ShareRequest:
+                       acks: dict[TopicPartition, Acknowledgements], holding: bool = False) -> ShareRequest:
         Request = ShareFetchRequest
         added, forgotten = session.changes(wanted)
         named = dict(added)
@@ -332,8 +358,8 @@ class ShareFetcher:
         config = self.config
         body = Request(
             group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
-            max_records=config.max_poll_records, batch_size=config.max_poll_records,
+            max_wait_ms=0 if holding else config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_max_bytes, max_records=config.max_poll_records, batch_size=config.max_poll_records,
             share_acquire_mode=config.acquire_mode_code,
             topics=[Request.FetchTopic(topic_id=topic_id, partitions=[
                 Request.FetchPartition(partition_index=p, acknowledgement_batches=[
