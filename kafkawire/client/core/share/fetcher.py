@@ -3,11 +3,11 @@
 
 * Each broker leading assigned partitions gets one request at a time (its share session's epochs must
   follow each other): a ShareFetch for those partitions (MaxRecords and BatchSize ``max.poll.records``)
-  once none of its records wait in the buffer and those handed out are acknowledged (implicit mode:
-  by the next poll), carrying the acknowledgements made since (they wait for it). Each acquired
-  record holds one of the share partition's record locks (``group.share.partition.max.record.locks``)
-  until it is acknowledged, so a fetch sent earlier finds the window taken by this member's own records
-  and comes back with part of it, a round trip for fewer records. ``commit`` sends a ShareAcknowledge
+  once none of its records wait in the buffer, carrying the acknowledgements made since (they wait
+  for it). Each acquired record holds one of the share partition's record locks
+  (``group.share.partition.max.record.locks``) until it is acknowledged, so while records handed out
+  are not acknowledged yet (implicit mode: by the next poll) one fetch a poll goes out, not waiting at
+  the broker (see ``_busy_nodes``). ``commit`` sends a ShareAcknowledge
   to each broker with acknowledgements at once, and so do partitions no longer fetched; RENEWs go in a
   ShareAcknowledge with IsRenewAck (a renewing ShareFetch fetches nothing).
 * ``poll`` first settles the last poll's records: implicit mode ACCEPTs them all; explicit mode insists
