@@ -3,11 +3,11 @@
 
 * Each broker leading assigned partitions gets one request at a time (its share session's epochs must
   follow each other): a ShareFetch for those partitions (MaxRecords and BatchSize ``max.poll.records``)
-  once none of its records wait in the buffer, carrying the acknowledgements made since (they wait
-  for it). Each acquired record holds one of the share partition's record locks
-  (``group.share.partition.max.record.locks``) until it is acknowledged, so while records handed out
-  are not acknowledged yet (implicit mode: by the next poll) one fetch a poll goes out, not waiting at
-  the broker (see ``_busy_nodes``). ``commit`` sends a ShareAcknowledge
+  once none of its records wait in the buffer and those handed out are acknowledged (implicit mode:
+  by the next poll), carrying the acknowledgements made since (they wait for it). Each acquired
+  record holds one of the share partition's record locks (``group.share.partition.max.record.locks``)
+  until it is acknowledged, so a fetch sent earlier finds the window taken by this member's own records
+  and comes back with part of it, a round trip for fewer records. ``commit`` sends a ShareAcknowledge
   to each broker with acknowledgements at once, and so do partitions no longer fetched; RENEWs go in a
   ShareAcknowledge with IsRenewAck (a renewing ShareFetch fetches nothing).
 * ``poll`` first settles the last poll's records: implicit mode ACCEPTs them all; explicit mode insists
@@ -114,7 +114,6 @@ class ShareFetcher:
         self._handed_out: dict[TopicPartition, list[tuple[int, int]]] = {}  # implicit: last poll's offset runs
         self._pending: dict[TopicPartition, Acknowledgements] = {}
         self._commits: dict[int, Commit] = {}  # by node: the commit its next ShareAcknowledge serves
-        self._prefetched: set[int] = set()  # nodes fetched from since the last poll while holding its records
         self._commit_ids = itertools.count()
         self.closed = False
 
@@ -162,7 +161,6 @@ class ShareFetcher:
         if self.errors:
             raise self.errors.pop(0)
         self._settle()
-        self._prefetched.clear()
         out: list[ShareConsumerRecord] = []
         while self._buffered and len(out) < max_records:
             _, fetch = self._buffered[0]
@@ -285,7 +283,7 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
-        busy, holding = self._busy_nodes()
+        busy = self._busy_nodes()
         requests = []
         for node in sorted(nodes - self._in_flight):
             session = self._sessions.setdefault(node, ShareSession(node))
@@ -302,9 +300,7 @@ class ShareFetcher:
             elif wanted and node not in busy:
                 fetched = {tp: a for tp, a in acks.items() if tp in wanted}
                 self._restore({tp: a for tp, a in acks.items() if tp not in wanted})
-                request = self._fetch_request(node, session, wanted, fetched, node in holding)
-                if node in holding:
-                    self._prefetched.add(node)
+                request = self._fetch_request(node, session, wanted, fetched)
             else:
                 self._restore(acks)
                 commit = self._commits.get(node)
@@ -315,22 +311,16 @@ class ShareFetcher:
             requests.append(request)
         return requests
 
-    def _busy_nodes(self) -> tuple[set[int], set[int]]:
-        """(brokers not to fetch from yet, brokers holding records handed out). Busy: records of theirs
-        wait in the buffer, or a fetch went to them since the last poll while they held records handed
-        out and not acknowledged yet (RENEWed ones aside: they hold their locks on purpose). Once the
-        buffer is drained, one fetch goes out while the application still has the last poll's records
-        (the next poll's records are on their way meanwhile, as Kafka's ShareConsumeRequestManager
-        fetches for partitions with nothing buffered); it does not wait at the broker (MaxWait 0), as
-        the window of record locks may be full of those records, whose acknowledgements cannot go until
-        it is answered."""
+    def _busy_nodes(self) -> set[int]:
+        """Brokers not to fetch from yet: records of theirs wait in the buffer, or records handed out are
+        still to be acknowledged (RENEWed ones aside: they hold their locks on purpose)."""
         busy = {node for node, fetch in self._buffered if fetch.remaining}
-        holding = {self._leaders[tp] for tp in self._handed_out if tp in self._leaders}
+        busy |= {self._leaders[tp] for tp in self._handed_out if tp in self._leaders}
         for tp, offsets in self._delivered.items():
             node = self._leaders.get(tp)
             if node is not None and not all(offsets.values()):
-                holding.add(node)
-        return busy | (holding & self._prefetched), holding
+                busy.add(node)
+        return busy
 
     def _pending_at(self, node: int) -> bool:
         return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
@@ -350,7 +340,7 @@ class ShareFetcher:
             self._pending_for(tp).merge(taken)
 
     def _fetch_request(self, node: int, session: ShareSession, wanted: dict[TopicPartition, uuid.UUID],
-                       acks: dict[TopicPartition, Acknowledgements], holding: bool = False) -> ShareRequest:
+                       acks: dict[TopicPartition, Acknowledgements]) -> ShareRequest:
         Request = ShareFetchRequest
         added, forgotten = session.changes(wanted)
         named = dict(added)
@@ -358,8 +348,8 @@ class ShareFetcher:
         config = self.config
         body = Request(
             group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-            max_wait_ms=0 if holding else config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_max_bytes, max_records=config.max_poll_records, batch_size=config.max_poll_records,
+            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
+            max_records=config.max_poll_records, batch_size=config.max_poll_records,
             share_acquire_mode=config.acquire_mode_code,
             topics=[Request.FetchTopic(topic_id=topic_id, partitions=[
                 Request.FetchPartition(partition_index=p, acknowledgement_batches=[
