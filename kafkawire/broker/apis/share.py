@@ -8,7 +8,8 @@ acknowledgements first, then, unless the session ends or the request only renews
 from the session's partitions in order. A fetch waits up to MaxWaitMs until the bytes its partitions
 could hand out reach MinBytes (an append, a release or an expired lock wakes it); then each partition
 is read from its fetch offset under what is left of MaxBytes (the first partition with data may exceed
-it by one batch, as KIP-74 has it) and acquires up to what is left of MaxRecords, in ranges of at most
+it by one batch, as KIP-74 has it), no further than the batch holding the last record it could acquire,
+and acquires up to what is left of MaxRecords, in ranges of at most
 BatchSize records. The response carries the log batches holding the acquired records; the client
 delivers only the acquired offsets.
 """
@@ -398,7 +399,8 @@ class ShareApis:
                     offset == share.end_offset and not share.can_acquire_new()):
                 continue
             try:
-                read = await self._read(partition_log, offset, bytes_left, min_one_message, read_committed)
+                read = await self._read(partition_log, offset, bytes_left, min_one_message, read_committed,
+                                        share.acquirable_through(records_left))
             except OffsetOutOfRange:
                 self.partitions.move_start(candidate.key, share, partition_log.log_start_offset)
                 continue
@@ -426,12 +428,14 @@ class ShareApis:
 
 
     async def _read(self, partition_log: PartitionLog, offset: int, max_bytes: int, min_one_message: bool,
-                    read_committed: bool) -> LogRead | None:
-        """The log from ``offset``: local, or from the remote tier as a consumer fetch reads it (on a worker
-        thread, at most remote.fetch.max.wait.ms; None past it). Raises OffsetOutOfRange."""
+                    read_committed: bool, through_offset: int) -> LogRead | None:
+        """The log from ``offset`` through the batch holding ``through_offset`` (no further than what can
+        be acquired, as Kafka's share fetch slices its read): local, or from the remote tier as a consumer
+        fetch reads it (on a worker thread, at most remote.fetch.max.wait.ms; None past it). Raises
+        OffsetOutOfRange."""
         bound = partition_log.last_stable_offset if read_committed else None
         try:
-            read = partition_log.read(offset, max_bytes, min_one_message, bound)
+            read = partition_log.read(offset, max_bytes, min_one_message, bound, through_offset=through_offset)
         except OffsetInRemoteTier:
             pass
         else:

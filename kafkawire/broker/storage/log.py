@@ -434,9 +434,10 @@ class PartitionLog:
 
     # ---- reads (LogReader) ----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None, *,
-             as_file: bool = False) -> LogRead:
+             as_file: bool = False, through_offset: int | None = None) -> LogRead:
         """See ``LogReader.read``."""
-        return self.reader.read(offset, max_bytes, min_one_message, isolation_bound, as_file=as_file)
+        return self.reader.read(offset, max_bytes, min_one_message, isolation_bound, as_file=as_file,
+                                through_offset=through_offset)
 
     def read_remote(self, offset: int, max_bytes: int, min_one_message: bool) -> LogRead:
         """See ``LogReader.read_remote`` (safe on a worker thread)."""

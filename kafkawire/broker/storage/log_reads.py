@@ -71,7 +71,7 @@ class LogReader:
         return self.local.metadata(offset)
 
     def read(self, offset: int, max_bytes: int, min_one_message: bool, isolation_bound: int | None = None, *,
-             as_file: bool = False) -> LogRead:
+             as_file: bool = False, through_offset: int | None = None) -> LogRead:
         """Read from ``offset`` as ``UnifiedLog.read`` / ``LocalLog.read`` / ``LogSegment.read`` do (§4.3).
 
         OffsetOutOfRange below the log start or above the log end; OffsetInRemoteTier for an offset only in
@@ -80,7 +80,8 @@ class LogReader:
         mid-batch offset returns the whole batch), holds at most ``max(max_bytes, first batch)`` bytes
         when ``min_one_message`` (else ``max_bytes``), may end with a partial batch, and never spans
         segments. ``as_file``: the records are a ``FileRecords`` slice of the segment (for sendfile)
-        instead of bytes read from it.
+        instead of bytes read from it. ``through_offset``: the slice ends with the batch holding that
+        offset (a share fetch reads only the batches holding records it can acquire).
         """
         if max_bytes < 0:
             raise ValueError(f"invalid max size {max_bytes}")
@@ -112,6 +113,10 @@ class LogReader:
             else:
                 break
             position, first_size = info.position, info.size
+            if through_offset is not None:
+                through = segment.translate(through_offset, position)
+                if through is not None:
+                    max_position = min(max_position, through.position + through.size)
             fetch_metadata = LogOffsetMetadata(offset, base, position)
             adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
             if adjusted == 0:

@@ -1,6 +1,7 @@
 """Share groups against confluent-kafka's ``ShareConsumer`` (librdkafka's KIP-932 consumer): records
 shared between the members of one group, explicit acknowledgements (RELEASE redelivers, REJECT
-archives), the delivery-count limit and the acquisition lock expiring on a consumer that went quiet.
+archives), the delivery-count limit and the acquisition lock expiring on a consumer that went quiet
+or was killed (kill -9 of its process).
 
 One broker for the module, with a delivery limit of 3 and share partitions starting at the log start
 (each test its own topic and group), and one with a short acquisition lock
@@ -9,6 +10,9 @@ One broker for the module, with a delivery limit of 3 and share partitions start
 from __future__ import annotations
 
 import itertools
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -154,6 +158,45 @@ def test_records_of_a_member_gone_quiet_go_to_another_when_the_lock_expires(shor
         assert [(m.offset(), m.delivery_count()) for m in redelivered] == [(i, 2) for i in range(5)]
     finally:
         quiet.close()
+        if other is not None:
+            other.close()
+
+
+_HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[3]])
+held = []
+while len(held) < int(sys.argv[4]):
+    held += [m.offset() for m in consumer.poll(1.0) if m.error() is None]
+print(" ".join(map(str, held)), flush=True)
+time.sleep(600)  # holding them, never acknowledging, until killed
+"""
+
+
+def test_records_of_a_killed_member_go_to_another_when_the_lock_expires(short_lock_broker):
+    broker = short_lock_broker
+    topic = _topic(broker, 5)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, broker.bootstrap, "killed", topic, "5"],
+                              stdout=subprocess.PIPE, text=True)
+    other = None
+    try:
+        line = holder.stdout.readline()  # once it holds all five
+        acquired_at = time.monotonic()
+        assert sorted(int(offset) for offset in line.split()) == list(range(5)), line
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(15)
+        other = _consumer(broker, "killed", topic)
+        redelivered = _poll_until(other, 5)
+        assert time.monotonic() - acquired_at >= LOCK_MS / 1000 * 0.9  # by the lock, not the kill
+        assert [(m.offset(), m.delivery_count()) for m in redelivered] == [(i, 2) for i in range(5)]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(15)
+        holder.stdout.close()
         if other is not None:
             other.close()
 

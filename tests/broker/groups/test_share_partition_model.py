@@ -1,7 +1,8 @@
 """The share-partition state (``broker.groups.share.partition``) as a hypothesis state machine against
 a model that keeps every offset of the log: acquisition in offset order within the in-flight window
 and MaxRecords, acknowledgements by their holder only, lock expiry on a fake clock, the delivery-count
-limit, the start offset moving past finished records, and a restart from the journal: every change is
+limit, the start offset moving past finished records, the log start moving (retention), offsets reset
+(AlterShareGroupOffsets), and a restart from the journal: every change is
 written as an update of what it touched (``ShareStateStore.update``), and what the file replays to must
 be the partition's snapshot."""
 from __future__ import annotations
@@ -99,8 +100,11 @@ class ShareModel(RuleBasedStateMachine):
             record = self.records[offset]
             record.state, record.owner, record.deadline = RecordState.ACQUIRED, member, self.now + LOCK_S
             record.count += 1
-        fetch_offset = self.partition.fetch_offset()
-        batches = [(o, o) for o in range(fetch_offset, self.log_end)]  # one record a batch
+        # the broker reads the log only through the last offset the acquisition could reach
+        fetch_offset, through = self.partition.fetch_offset(), self.partition.acquirable_through(max_records)
+        if len(expected) == max_records:
+            assert through == expected[-1]
+        batches = [(o, o) for o in range(fetch_offset, min(self.log_end, through + 1))]  # one record a batch
         ranges = self.partition.acquire(member, batches, max_records, 2, self.now, ACQUIRE_RECORD_LIMIT)
         self._write()
         got = [o for r in ranges for o in range(r.first_offset, r.last_offset + 1)]
@@ -149,6 +153,28 @@ class ShareModel(RuleBasedStateMachine):
         self._advance()
         self.partition.release_member(member)
         self._write()
+
+    @rule(step=st.integers(1, 4))
+    def log_start_moves(self, step):
+        """Retention or DeleteRecords: the records below the new log start leave the window."""
+        start = min(self.start + step, self.log_end)
+        if start <= self.start:
+            return
+        for offset in range(self.start, min(start, self.end)):
+            del self.records[offset]
+        self.start, self.end = start, max(self.end, start)
+        self._advance()
+        self.partition.move_start(start)
+        self._write()
+
+    @rule(back=st.integers(0, 6))
+    def offsets_reset(self, back):
+        """AlterShareGroupOffsets (in an empty group): the share partition starts afresh at an offset."""
+        start = max(self.log_end - back, 0)
+        self.records.clear()
+        self.start = self.end = start
+        self.partition = self._new(start)
+        self.store.save(KEY, self.partition.snapshot())
 
     @rule()
     def restart(self):

@@ -301,6 +301,22 @@ def test_isolation_bound(three_batches):
     assert log.read(3, 10_000, True, isolation_bound=2).records == b""  # beyond the bound: empty, no error
 
 
+def test_a_read_through_an_offset_ends_with_the_batch_holding_it(tmp_path):
+    """A share fetch reads only the batches holding records it can acquire (``through_offset``)."""
+    log = open_log(tmp_path / "t-0", segment_bytes=1000)
+    for values in ([b"a", b"b", b"c"], [b"d", b"e"], [b"f"], [b"g", b"h"]):
+        log.append(batch(values))
+    assert batch_spans(log.read(1, 10_000, True, through_offset=1).records) == [(0, 2)]
+    assert batch_spans(log.read(1, 10_000, True, through_offset=3).records) == [(0, 2), (3, 4)]
+    assert batch_spans(log.read(0, 10_000, True, through_offset=4).records) == [(0, 2), (3, 4)]
+    assert batch_spans(log.read(0, 10_000, True, through_offset=99).records) == [(0, 2), (3, 4), (5, 5), (6, 7)]
+    assert batch_spans(log.read(0, 10_000, True, isolation_bound=5, through_offset=7).records) == [(0, 2), (3, 4)]
+    # max_bytes still applies first; at least the first batch with min_one_message
+    first = len(batch([b"a", b"b", b"c"]))
+    assert len(log.read(0, first + 5, False, through_offset=7).records) == first + 5
+    assert batch_spans(log.read(3, 0, True, through_offset=3).records) == [(3, 4)]
+
+
 def test_min_one_message_examples_from_the_reference(tmp_path):
     """§4.3: PartitionMaxBytes 1 MiB, first batch 2 MiB -> exactly that batch; first batch 100 KiB -> up to
     1 MiB, ending with a partial batch."""

@@ -144,6 +144,14 @@ def test_only_acquired_records_are_handed_out_with_their_delivery_counts_and_the
     assert fetch.automatic.batches() == [(4, 4, [GAP]), (9, 9, [GAP])]
 
 
+def test_ranges_the_broker_split_at_batch_size_are_read_as_one():
+    """Each range is read from its batch's start: consecutive ranges of one delivery count are merged,
+    so that a batch is read once, not once a range."""
+    fetch = ShareCompletedFetch(TP, _batch(0, 6), [(4, 4, 2), (0, 1, 1), (2, 3, 1), (5, 5, 2)], _lease())
+    assert fetch.acquired == [(0, 3, 1), (4, 5, 2)]
+    assert [(r.offset, r.delivery_count) for r in fetch.take(10)] == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 2), (5, 2)]
+
+
 def test_a_corrupt_batch_stops_the_records_and_releases_what_it_held():
     good, bad = _batch(0, 2), bytearray(_batch(2, 2))
     bad[-1] ^= 0xFF  # the CRC no longer matches

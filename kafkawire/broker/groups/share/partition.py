@@ -112,6 +112,21 @@ class SharePartition:
                 return run.first
         return self.end_offset
 
+    def acquirable_through(self, max_records: int) -> int:
+        """The last offset an acquisition of ``max_records`` from ``fetch_offset`` could reach: through
+        the available in-flight records, then new ones past the SPEO as far as the window allows (the log
+        need not be read past it). ``fetch_offset() - 1`` when nothing can be acquired."""
+        wanted = max_records
+        last = self.fetch_offset() - 1
+        for run in self._runs[self._index(last + 1):] if last + 1 < self.end_offset else ():
+            if run.state is RecordState.AVAILABLE:
+                if run.last - run.first + 1 >= wanted:
+                    return run.first + wanted - 1
+                wanted -= run.last - run.first + 1
+                last = run.last
+        room = min(wanted, self.max_in_flight - (self.end_offset - self.start_offset))
+        return self.end_offset + room - 1 if room > 0 else last
+
     def can_acquire_new(self) -> bool:
         return self.end_offset - self.start_offset < self.max_in_flight
 

@@ -8,6 +8,8 @@ from kafkawire.records import Header, TimestampType
 
 from ..topic_partition import TopicPartition
 
+_new_tuple = tuple.__new__
+
 __all__ = ["ConsumerRecord", "record_offset"]
 
 
@@ -70,7 +72,7 @@ class ConsumerRecord(tuple):
 
     @property
     def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self[0], self[1])
+        return _new_tuple(TopicPartition, (self[0], self[1]))  # (NamedTuple's own __new__ is Python code)
 
     def _fields(self) -> tuple[Any, ...]:
         """The fields in the constructor's order."""

@@ -41,7 +41,7 @@ class ShareCompletedFetch:
         self.topic_partition = topic_partition
         self.lease = lease
         self.check_crcs = check_crcs
-        self.acquired = sorted(acquired)
+        self.acquired = _merged(sorted(acquired))
         self.automatic = Acknowledgements()
         self.failure: CorruptRecordException | None = None
         self._batches: list[RecordBatch | LegacyBatch] = []
@@ -156,3 +156,15 @@ class ShareCompletedFetch:
     def release(self) -> None:
         """Give the response's bytes back to the memory pool."""
         self.lease.release()
+
+
+def _merged(acquired: list[AcquiredRange]) -> list[AcquiredRange]:
+    """Consecutive ranges of one delivery count as one (the broker splits them at BatchSize): each range
+    is read from its batch's start, so a batch is read once rather than once a range."""
+    out: list[AcquiredRange] = []
+    for first, last, count in acquired:
+        if out and out[-1][1] + 1 == first and out[-1][2] == count:
+            out[-1] = (out[-1][0], last, count)
+        else:
+            out.append((first, last, count))
+    return out

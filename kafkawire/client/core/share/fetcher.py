@@ -94,6 +94,7 @@ class ShareFetcher:
 
     def __init__(self, config: ShareConsumerConfig, member_id: str, pool: MemoryPool | None = None):
         self.config = config
+        self._explicit = config.explicit
         self.group_id = config.group_id or ""
         self.member_id = member_id
         self.pool = pool if pool is not None else MemoryPool(config.buffer_memory)
@@ -109,7 +110,8 @@ class ShareFetcher:
         self._sessions: dict[int, ShareSession] = {}
         self._in_flight: set[int] = set()
         self._buffered: deque[tuple[int, ShareCompletedFetch]] = deque()  # (node, fetch), in arrival order
-        self._delivered: dict[TopicPartition, dict[int, bool]] = {}  # the last poll's records: offset -> renewed
+        self._delivered: dict[TopicPartition, dict[int, bool]] = {}  # explicit: last poll's offset -> renewed
+        self._handed_out: dict[TopicPartition, list[tuple[int, int]]] = {}  # implicit: last poll's offset runs
         self._pending: dict[TopicPartition, Acknowledgements] = {}
         self._commits: dict[int, Commit] = {}  # by node: the commit its next ShareAcknowledge serves
         self._commit_ids = itertools.count()
@@ -168,8 +170,7 @@ class ShareFetcher:
             taken = fetch.take(max_records - len(out))
             if taken:
                 out += taken
-                self._delivered.setdefault(fetch.topic_partition, {}).update(
-                    dict.fromkeys(map(record_offset, taken), False))
+                self._hand_out(fetch.topic_partition, taken)
             if fetch.drained:
                 self._drop_first()
                 if fetch.failure is not None:
@@ -179,6 +180,27 @@ class ShareFetcher:
                     raise fetch.failure
         return out
 
+    def _hand_out(self, tp: TopicPartition, taken: list[ShareConsumerRecord]) -> None:
+        """Note the records handed out, to be acknowledged: each offset in explicit mode, runs of
+        consecutive offsets in implicit mode (all ACCEPTed together by the next poll)."""
+        if self._explicit:
+            self._delivered.setdefault(tp, {}).update(dict.fromkeys(map(record_offset, taken), False))
+            return
+        runs = self._handed_out.setdefault(tp, [])
+        first = taken[0].offset
+        if taken[-1].offset - first + 1 == len(taken):  # no gap: the usual case
+            spans = [(first, taken[-1].offset)]
+        else:
+            spans = []
+            for offset in map(record_offset, taken):
+                if spans and spans[-1][1] + 1 == offset:
+                    spans[-1] = (spans[-1][0], offset)
+                else:
+                    spans.append((offset, offset))
+        if runs and runs[-1][1] + 1 == spans[0][0]:
+            runs[-1] = (runs[-1][0], spans.pop(0)[1])
+        runs += spans
+
     def _drop_first(self) -> None:
         _, fetch = self._buffered.popleft()
         fetch.release()
@@ -187,31 +209,24 @@ class ShareFetcher:
 
     def _settle(self) -> None:
         """Implicit mode: ACCEPT what the last poll handed out. Explicit: every record must be acknowledged."""
-        if self.config.explicit:
+        if self._explicit:
             for tp, offsets in self._delivered.items():
                 waiting = [offset for offset, renewed in offsets.items() if not renewed]
                 if waiting:
                     raise RuntimeError(f"explicit acknowledgement mode: {len(waiting)} records of {tp} from the "
                                        f"last poll are not acknowledged (offset {waiting[0]} first)")
             return
-        for tp, offsets in self._delivered.items():
+        for tp, runs in self._handed_out.items():
             acks = self._pending_for(tp)
-            first = last = -2
-            for offset in offsets:  # in the order handed out, which is offset order per partition
-                if offset != last + 1:
-                    if first >= 0:
-                        acks.add_range(first, last, AcknowledgeType.ACCEPT)
-                    first = offset
-                last = offset
-            if first >= 0:
+            for first, last in runs:
                 acks.add_range(first, last, AcknowledgeType.ACCEPT)
-        self._delivered.clear()
+        self._handed_out.clear()
 
     def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType | int) -> None:
         """Acknowledge one record of the last poll (explicit mode). RENEW keeps it acquired, still to be
         acknowledged; the others end it."""
         kind = _TYPES.get(kind) or AcknowledgeType(kind)  # (a lookup: the enum's call costs more than the rest)
-        if not self.config.explicit:
+        if not self._explicit:
             raise RuntimeError("acknowledge() needs share.acknowledgement.mode=explicit")
         offsets = self._delivered.get(tp)
         if offsets is None or offset not in offsets:
@@ -300,6 +315,7 @@ class ShareFetcher:
         """Brokers not to fetch from yet: records of theirs wait in the buffer, or records handed out are
         still to be acknowledged (RENEWed ones aside: they hold their locks on purpose)."""
         busy = {node for node, fetch in self._buffered if fetch.remaining}
+        busy |= {self._leaders[tp] for tp in self._handed_out if tp in self._leaders}
         for tp, offsets in self._delivered.items():
             node = self._leaders.get(tp)
             if node is not None and not all(offsets.values()):
