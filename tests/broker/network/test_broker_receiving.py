@@ -191,3 +191,40 @@ def test_one_mib_produce_requests_split_and_pipelined_are_appended_whole_and_in_
         assert [b.base_offset for b in stored] == [0, 1000, 2000]
         for got, sent in zip(stored, batches):  # the offsets were written into the request: nothing else changed
             assert bytes(got.buffer[16:]) == sent[16:]  # (the leader epoch before it is the broker's)
+
+
+def test_pipelined_produce_requests_are_answered_in_order_and_acks_zero_never(tmp_path):
+    """As librdkafka pipelines (up to max.in.flight requests unanswered): twelve Produce requests sent
+    at once, over two partitions and with acks 1, -1 and 0, are all appended in the order sent; the ones
+    with acks 1 and -1 are answered in that order, and the acks=0 ones never (the next answer on the
+    connection is the ApiVersions sent after them)."""
+    acks = [1, 0, -1, 0, 0, 1, -1, 0, 1, 1, 0, -1]
+    with BrokerThread(data_dir=tmp_path / "data", auto_create_topics=False) as broker:
+        with RawClient(broker.port) as client:
+            create_topic(client, "inflight", 2)
+            sent = []
+            frames = []
+            for i, ack in enumerate(acks):
+                body = m.ProduceRequest(acks=ack, timeout_ms=30_000, topic_data=[m.ProduceRequest.TopicProduceData(
+                    name="inflight", partition_data=[m.ProduceRequest.PartitionProduceData(
+                        index=i % 2, records=_batch(10 + i, 100, i))])])
+                frames.append(client.correlator.request(body, 9))
+                sent.append((i % 2, 10 + i))
+            client.sock.sendall(b"".join(frames))  # all in flight before any answer is read
+            answers = [client.receive() for ack in acks if ack != 0]  # the correlator checks their order
+            client.send(m.ApiVersionsRequest(), 3)
+            assert isinstance(client.receive(), m.ApiVersionsResponse)
+        expected_offsets = {0: 0, 1: 0}  # each request's base offset, from all the requests before it
+        expected = []
+        for ack, (partition, count) in zip(acks, sent):
+            if ack != 0:
+                expected.append((partition, 0, expected_offsets[partition]))
+            expected_offsets[partition] += count
+        got = [(a.responses[0].partition_responses[0].index, a.responses[0].partition_responses[0].error_code,
+                a.responses[0].partition_responses[0].base_offset) for a in answers]
+        assert got == expected
+        with RawClient(broker.port) as client:
+            for partition in (0, 1):
+                response = fetch(client, [("inflight", partition, 0, 8 * MiB)])
+                stored = list(iter_batches(bytes(response.responses[0].partitions[0].records)))
+                assert [b.count for b in stored] == [count for p, count in sent if p == partition]
