@@ -62,7 +62,10 @@ class _Client:
         if self.end == len(self.buffer):  # a frame larger than the buffer: room for it
             self.buffer.extend(bytes(len(self.buffer)))
         with memoryview(self.buffer) as view:
-            got = self.sock.recv_into(view[self.end:])
+            try:
+                got = self.sock.recv_into(view[self.end:])
+            except ConnectionError:  # a client that resets rather than closes
+                return False
         self.end += got
         return got > 0
 
