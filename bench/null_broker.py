@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from kafkawire import messages as m
+from kafkawire.codec.base import Message
 from kafkawire.framing import encode_response, read_request
 from kafkawire.messages import ApiKey
 
@@ -21,7 +22,7 @@ _SIZE = struct.Struct(">i")
 _SERVED = {ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.PRODUCE: 9}  # (api key: highest version)
 
 
-def _answer(api_key: int, request, port: int, offsets: dict) -> m.Message | None:
+def _answer(api_key: int, request, port: int, offsets: dict) -> Message | None:
     if api_key == ApiKey.API_VERSIONS:
         version = m.ApiVersionsResponse.ApiVersion
         return m.ApiVersionsResponse(error_code=0, api_keys=[version(api_key=k, min_version=0, max_version=v)
