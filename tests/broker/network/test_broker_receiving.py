@@ -191,3 +191,110 @@ def test_one_mib_produce_requests_split_and_pipelined_are_appended_whole_and_in_
         assert [b.base_offset for b in stored] == [0, 1000, 2000]
         for got, sent in zip(stored, batches):  # the offsets were written into the request: nothing else changed
             assert bytes(got.buffer[16:]) == sent[16:]  # (the leader epoch before it is the broker's)
+
+
+def test_pipelined_produce_requests_are_answered_in_order_and_acks_zero_never(tmp_path):
+    """As librdkafka pipelines (up to max.in.flight requests unanswered): twelve Produce requests sent
+    at once, over two partitions and with acks 1, -1 and 0, are all appended in the order sent; the ones
+    with acks 1 and -1 are answered in that order, and the acks=0 ones never (the next answer on the
+    connection is the ApiVersions sent after them)."""
+    acks = [1, 0, -1, 0, 0, 1, -1, 0, 1, 1, 0, -1]
+    with BrokerThread(data_dir=tmp_path / "data", auto_create_topics=False) as broker:
+        with RawClient(broker.port) as client:
+            create_topic(client, "inflight", 2)
+            sent = []
+            frames = []
+            for i, ack in enumerate(acks):
+                body = m.ProduceRequest(acks=ack, timeout_ms=30_000, topic_data=[m.ProduceRequest.TopicProduceData(
+                    name="inflight", partition_data=[m.ProduceRequest.PartitionProduceData(
+                        index=i % 2, records=_batch(10 + i, 100, i))])])
+                frames.append(client.correlator.request(body, 9))
+                sent.append((i % 2, 10 + i))
+            client.sock.sendall(b"".join(frames))  # all in flight before any answer is read
+            answers = [client.receive() for ack in acks if ack != 0]  # the correlator checks their order
+            client.send(m.ApiVersionsRequest(), 3)
+            assert isinstance(client.receive(), m.ApiVersionsResponse)
+        expected_offsets = {0: 0, 1: 0}  # each request's base offset, from all the requests before it
+        expected = []
+        for ack, (partition, count) in zip(acks, sent):
+            if ack != 0:
+                expected.append((partition, 0, expected_offsets[partition]))
+            expected_offsets[partition] += count
+        got = [(a.responses[0].partition_responses[0].index, a.responses[0].partition_responses[0].error_code,
+                a.responses[0].partition_responses[0].base_offset) for a in answers]
+        assert got == expected
+        with RawClient(broker.port) as client:
+            for partition in (0, 1):
+                response = fetch(client, [("inflight", partition, 0, 8 * MiB)])
+                stored = list(iter_batches(bytes(response.responses[0].partitions[0].records)))
+                assert [b.count for b in stored] == [count for p, count in sent if p == partition]
+
+
+def _over_a_socket(test) -> None:
+    """Run ``test(receiver, client socket, transport's resume_reading calls)`` on a FrameReceiver over
+    a real socket pair, reading straight from its socket as a plain TCP connection does."""
+    async def run() -> None:
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            theirs = socket.create_connection(server.getsockname())
+            ours, _ = server.accept()
+        receiver = FrameReceiver(asyncio.StreamReader(), None, MiB)
+        transport, _ = await asyncio.get_running_loop().connect_accepted_socket(lambda: receiver, ours)
+        resumes: list[int] = []
+        resume = transport.resume_reading
+
+        def counted() -> None:
+            resumes.append(1)
+            resume()
+        transport.resume_reading = counted  # type: ignore[method-assign]
+        receiver.read_directly(ours.fileno())
+        try:
+            await test(receiver, theirs, resumes)
+        finally:
+            theirs.close()
+            transport.close()
+    asyncio.run(run())
+
+
+async def _next_frame(receiver: FrameReceiver) -> bytes | None:
+    while True:
+        frame = receiver.frame()
+        if frame is not None:
+            return bytes(frame)
+        if not await receiver.receive():
+            return None
+
+
+def test_a_request_waiting_in_the_socket_is_read_without_a_turn_of_the_transport():
+    """A pipelining client's next request, in the socket by the time the answer is written, is read at
+    once: the transport is not resumed to read it (a turn of the loop and two epoll changes)."""
+    async def test(receiver: FrameReceiver, client: socket.socket, resumes: list[int]) -> None:
+        client.sendall(framed([b"first"]))
+        assert await _next_frame(receiver) == b"first"
+        client.sendall(framed([b"second", b"x" * (SCRATCH_SIZE + 9)]))  # sent while "first" was handled
+        assert await _next_frame(receiver) == b"second"
+        assert await _next_frame(receiver) == b"x" * (SCRATCH_SIZE + 9)  # (read into a buffer of its own)
+        assert resumes == []
+        idle = asyncio.create_task(_next_frame(receiver))  # nothing waiting: the transport reads when it comes
+        await asyncio.sleep(0.05)
+        assert not idle.done() and resumes == [1]
+        client.sendall(framed([b"third"]))
+        assert await idle == b"third"
+    _over_a_socket(test)
+
+
+def test_the_end_of_the_stream_and_a_reset_read_straight_from_the_socket():
+    async def ended(receiver: FrameReceiver, client: socket.socket, resumes: list[int]) -> None:
+        client.sendall(framed([b"last"]))
+        client.shutdown(socket.SHUT_WR)
+        assert await _next_frame(receiver) == b"last"
+        assert await _next_frame(receiver) is None
+
+    async def reset(receiver: FrameReceiver, client: socket.socket, resumes: list[int]) -> None:
+        client.sendall(framed([b"one"]))
+        assert await _next_frame(receiver) == b"one"
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # lingering 0 s: a reset
+        with pytest.raises(ConnectionError):
+            await _next_frame(receiver)
+    _over_a_socket(ended)
+    _over_a_socket(reset)
