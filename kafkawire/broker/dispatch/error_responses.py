@@ -27,7 +27,7 @@ _TOP_LEVEL = frozenset({ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
                         ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
                         ApiKey.LIST_CONFIG_RESOURCES, ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH,
                         ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
-                        ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.CREATE_DELEGATION_TOKEN,
+                        ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.CREATE_DELEGATION_TOKEN,
                         ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN})
 # ... of which these also name a producer (none: -1) and these carry the error's message.
 _WITH_PRODUCER = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.END_TXN})
@@ -35,7 +35,8 @@ _WITH_MESSAGE = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.SASL_AUTHENTICATE, ApiKe
                            ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
                            ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_HEARTBEAT,
                            ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-                           ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.LIST_PARTITION_REASSIGNMENTS})
+                           ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                           ApiKey.DESCRIBE_CLIENT_QUOTAS})
 
 
 def error_response(api_key: int, request, version: int, code: int, message: str | None = None):
@@ -247,6 +248,13 @@ def _alter_partition_reassignments(request, version, code, message):
         for t in request.topics])
 
 
+def _alter_client_quotas(request, version, code, message):
+    Response = m.AlterClientQuotasResponse
+    return Response(entries=[Response.EntryData(error_code=code, error_message=message, entity=[
+        Response.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in request.entries])
+
+
 def _describe_topic_partitions(request, version, code, message):
     Response = m.DescribeTopicPartitionsResponse
     return Response(topics=[Response.DescribeTopicPartitionsResponseTopic(
@@ -305,6 +313,7 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs("IncrementalAlterConfigsResponse"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,

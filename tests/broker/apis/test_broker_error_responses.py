@@ -93,6 +93,8 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.groups_names)
     if key == 43:
         return (1 if version >= 1 else 0) + _count(request.topic_partitions, "partitions")
+    if key == 49:  # AlterClientQuotas: each entry
+        return _count(request.entries)
     if key == 45:  # AlterPartitionReassignments: at the top and for each partition, as Kafka's
         return 1 + _count(request.topics, "partitions")
     if key == 75:
