@@ -159,8 +159,9 @@ class ConnectionSummary(NamedTuple):
     """One TCP connection (one use of its addresses and ports: a reused 4-tuple gives one per use), as
     the capture shows it: when, how many frames, TLS and SASL authentication.
 
-    ``tls_*``: a TLS record opened the connection (which is then not decoded); the server name (SNI) and
-    the highest TLS version its ClientHello offered. ``sasl_*``: the mechanism of its last SASL
+    ``tls_*``: a TLS record opened the connection; the server name (SNI) and the highest TLS version its
+    ClientHello offered, and whether it was decrypted (a key log had its secrets: ``capture.tls``) or
+    not (and then not decoded). ``sasl_*``: the mechanism of its last SASL
     exchange, the user the client named, the handshake version (0: raw tokens followed it), the
     outcome (``authentication``: authenticated, failed or incomplete; null without SASL) and the
     error code of a failure; ``authentications`` counts the exchanges (KIP-368 re-authentication
@@ -182,3 +183,4 @@ class ConnectionSummary(NamedTuple):
     authentication: str | None
     sasl_error_code: int | None
     authentications: int
+    tls_decrypted: bool | None = None  # TLS: whether a key log decrypted it (None without TLS)

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator
 from typing import cast
 
-from .kafka.kafka_connection import Conversation
+from .kafka.kafka_connection import Conversation, new_conversation
 from .model import ConnectionSummary, KafkaFrame, Packet, Problem, connection_key
 from .files.packets import iter_packets
 from .files.reading import SkippedBytes
@@ -40,9 +40,10 @@ class CaptureStream:
     ``skipped`` the runs of capture bytes it gave up on (the capture job's problems table lists them).
     """
 
-    def __init__(self, files: list[str], broker_ports: set[int] | None = None):
+    def __init__(self, files: list[str], broker_ports: set[int] | None = None, keys=None):
         self.files = [os.fspath(path) for path in files]
         self.broker_ports = set(broker_ports) if broker_ports else None
+        self.keys = keys  # a tls.key_log.KeyLog: TLS connections with their secrets in it are decrypted
         self.stats: dict[str, int] = {}
         self.skipped: list[SkippedBytes] = []
         self.connections = 0
@@ -59,7 +60,7 @@ class CaptureStream:
                     key = connection_key(*four)
                     stages = live.get(key)
                     if stages is None:
-                        stages = live[key] = (TcpReassembler(), Conversation(key, self.broker_ports))
+                        stages = live[key] = (TcpReassembler(), new_conversation(key, self.broker_ports, self.keys))
                         self.connections += 1
                     if len(by_four) >= _CONNECTION_CACHE_LIMIT:
                         by_four.clear()
