@@ -41,7 +41,7 @@ What it does, per connection (roles, TLS and epochs here; framing and resync in 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ...framing import DEFAULT_MAX_FRAME
 from .correlation import RequestCorrelation
@@ -51,6 +51,10 @@ from .resync import ACCEPT, WAIT, check_request, looks_like_tls, request_candida
 from ..tcp.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
 from .tls_hello import MAX_HELLO_BYTES, ClientHello, read_client_hello
 from .tls_hello import WAIT as HELLO_INCOMPLETE
+
+if TYPE_CHECKING:
+    from ..tls.key_log import KeyLog
+    from ..tls.tls_connection import DecryptingConversation
 
 DEFAULT_MAX_RESPONSE_FRAME = 128 << 20  # fetch.max.bytes (50 MiB) plus generous overhead
 ROLE_EVIDENCE = 64 << 10    # bytes of each direction looked at to tell the client from the broker
@@ -406,7 +410,7 @@ class Conversation:
 
 
 def decode_connection(packets: Iterable[Packet], broker_ports: set[int] | None = None,
-                      reassembler: TcpReassembler | None = None, keys=None,
+                      reassembler: TcpReassembler | None = None, keys: KeyLog | None = None,
                       **options) -> Iterator[KafkaFrame | Problem]:
     """Frames and problems of one connection, from its packets in capture order.
 
@@ -426,7 +430,8 @@ def decode_connection(packets: Iterable[Packet], broker_ports: set[int] | None =
         yield from conversation.finish()
 
 
-def new_conversation(connection: str, broker_ports: set[int] | None, keys=None, **options):
+def new_conversation(connection: str, broker_ports: set[int] | None, keys: KeyLog | None = None,
+                     **options) -> Conversation | DecryptingConversation:
     """A connection's Kafka layer, behind TLS decryption when there is a key log (``keys``)."""
     conversation = Conversation(connection, broker_ports, **options)
     if keys is None:

@@ -58,7 +58,7 @@ def suite_name(code: int) -> str:
 
 
 def hash_bytes(chosen: Suite) -> int:
-    return _HASHES[chosen.hash_name].digest_size
+    return _HASHES[chosen.hash_name]().digest_size
 
 
 def _expand_label(chosen: Suite, secret: bytes, label: bytes, length: int) -> bytes:

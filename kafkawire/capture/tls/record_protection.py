@@ -28,17 +28,16 @@ class Opener:
     """Opens the records of one direction under one key: ``open(header, body)`` -> (content type,
     plaintext). ``tls13``: TLS 1.3's record format (the real content type inside, after the content)."""
 
-    __slots__ = ("aead", "iv", "seq", "tls13", "suite", "explicit_nonce")
+    __slots__ = ("aead", "iv", "salt", "seq", "tls13", "suite")
 
     def __init__(self, suite: Suite, key: bytes, iv: bytes, tls13: bool):
         self.aead = suite.aead(key)
         self.suite = suite
-        self.iv = int.from_bytes(iv, "big")
+        self.iv = int.from_bytes(iv, "big")  # XORed with the sequence number for the nonce ...
+        # ... but for TLS 1.2's AES-GCM, whose 4 bytes are the nonce's start and the record holds the rest
+        self.salt = bytes(iv) if not tls13 and len(iv) == 4 else None
         self.seq = 0
         self.tls13 = tls13
-        self.explicit_nonce = not tls13 and len(iv) == 4  # TLS 1.2 GCM (ChaCha has a 12-byte iv)
-        if self.explicit_nonce:
-            self.iv = bytes(iv)
 
     def open(self, header, body) -> tuple[int, bytes]:
         """The content type and plaintext of the record with 5-byte ``header`` and ``body`` (a bytes-like)."""
@@ -54,10 +53,10 @@ class Opener:
                 kind, plain = plain[end - 1], plain[:end - 1]
             else:
                 kind, version = header[0], (header[1] << 8) | header[2]
-                if self.explicit_nonce:
+                if self.salt is not None:
                     if len(body) < EXPLICIT_NONCE_BYTES + TAG_BYTES:
                         raise RecordError(f"a record of {len(body)} bytes is too short for AES-GCM")
-                    nonce = self.iv + bytes(body[:EXPLICIT_NONCE_BYTES])
+                    nonce = self.salt + bytes(body[:EXPLICIT_NONCE_BYTES])
                     body = body[EXPLICIT_NONCE_BYTES:]
                 else:
                     nonce = (self.iv ^ seq).to_bytes(12, "big")

@@ -150,8 +150,8 @@ class DecryptingConversation:
 
     def _decrypting(self, event, out: list) -> None:
         kind = type(event)
-        side = self._sides.get(getattr(event, "sender", None))
-        if side is None or kind not in (StreamData, StreamGap, StreamEnd):
+        side = self._sides.get(event.sender) if kind in (StreamData, StreamGap, StreamEnd) else None
+        if side is None:
             out += self.conversation.feed(event)
             return
         if side.ended:
