@@ -39,8 +39,8 @@ class Opener:
         self.seq = 0
         self.tls13 = tls13
 
-    def open(self, header, body) -> tuple[int, bytes]:
-        """The content type and plaintext of the record with 5-byte ``header`` and ``body`` (a bytes-like)."""
+    def open(self, header, body) -> tuple[int, bytes | memoryview]:
+        """The content type and plaintext of the record with 5-byte ``header`` and ``body`` (bytes-likes)."""
         seq = self.seq
         try:
             if self.tls13:
@@ -50,7 +50,7 @@ class Opener:
                     end -= 1
                 if not end:
                     raise RecordError("a TLS 1.3 record without a content type")
-                kind, plain = plain[end - 1], plain[:end - 1]
+                kind, plain = plain[end - 1], memoryview(plain)[:end - 1]  # joined or copied later
             else:
                 kind, version = header[0], (header[1] << 8) | header[2]
                 if self.salt is not None:

@@ -17,7 +17,6 @@ boundaries and sequence numbers are lost with it.
 """
 from __future__ import annotations
 
-import struct
 
 from ..kafka.kafka_connection import Conversation
 from ..kafka.kafka_framing import REQUEST, RESPONSE
@@ -36,7 +35,6 @@ __all__ = ["DecryptingConversation"]
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA = 20, 21, 22, 23
 MAX_RECORD = (1 << 14) + 2048   # the largest protected record TLS 1.2 allows (TLS 1.3: 2**14 + 256)
 MAX_WAITING = 1 << 20           # bytes held in a direction while the other's handshake is awaited
-_U16 = struct.Struct(">H")
 _TRAFFIC_LABELS = {True: ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0"),
                    False: ("SERVER_HANDSHAKE_TRAFFIC_SECRET", "SERVER_TRAFFIC_SECRET_0")}
 
@@ -172,37 +170,51 @@ class DecryptingConversation:
             out += self.conversation.feed(StreamGap(side.sender, side.plain_offset, event.length, event.ts_ns,
                                                     event.reason))
             return
-        side.buf += event.data
         try:
-            self._records(side, event.ts_ns, out)
+            self._records(side, event.data, event.ts_ns, out)
             if side.is_client is False:      # the client's records may have waited on the ServerHello
                 client = next(s for s in self._sides.values() if s.is_client)
                 if client.buf:
-                    self._records(client, event.ts_ns, out)
+                    self._records(client, b"", event.ts_ns, out)
         except _Failed as failure:
             self._fail(side, event.ts_ns, str(failure), out)
 
-    def _records(self, side: _Side, ts: int, out: list) -> None:
-        buf, pos, end = side.buf, 0, len(side.buf)
+    def _records(self, side: _Side, data, ts: int, out: list) -> None:
+        """Takes the whole records of ``side``'s held bytes and ``data``, and holds the rest. Records are
+        read in place (views, not copies), and the plaintext of consecutive ones goes on in one piece:
+        clients write many small records, and the Kafka layer's cost is per piece."""
+        if side.buf:
+            side.buf += data
+            data = side.buf
+        view = memoryview(data)
+        pos, end = 0, len(view)
+        plain: list = []
         try:
             while end - pos >= 5:
-                kind, length = buf[pos], _U16.unpack_from(buf, pos + 3)[0]
-                if buf[pos + 1] != 3 or not CHANGE_CIPHER_SPEC <= kind <= APPLICATION_DATA or length > MAX_RECORD:
+                kind, length = view[pos], (view[pos + 3] << 8) | view[pos + 4]
+                if view[pos + 1] != 3 or not CHANGE_CIPHER_SPEC <= kind <= APPLICATION_DATA or length > MAX_RECORD:
                     raise _Failed(f"not a TLS record at plaintext offset {side.plain_offset} of the "
                                   f"{'client' if side.is_client else 'broker'}'s stream")
-                if end - pos - 5 < length:
+                stop = pos + 5 + length
+                if stop > end:
                     break
-                if not self._record(side, kind, bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + length]),
-                                    ts, out):
+                if not self._record(side, kind, view[pos:pos + 5], view[pos + 5:stop], plain):
                     if end - pos > MAX_WAITING:
                         raise _Failed("encrypted records came before the handshake that keys them")
                     break
-                pos += 5 + length
+                pos = stop
         finally:
-            del buf[:pos]
+            rest = bytearray(view[pos:]) if pos < end else bytearray()
+            view.release()
+            side.buf = rest
+            if plain:
+                joined = plain[0] if len(plain) == 1 else b"".join(plain)
+                out += self.conversation.feed(StreamData(side.sender, side.plain_offset, ts, joined))
+                side.plain_offset += len(joined)
 
-    def _record(self, side: _Side, kind: int, header: bytes, body: bytes, ts: int, out: list) -> bool:
-        """Takes one record; False when it must wait for the other direction's handshake."""
+    def _record(self, side: _Side, kind: int, header, body, plain: list) -> bool:
+        """Takes one record (its application data to ``plain``); False when it must wait for the other
+        direction's handshake."""
         opener = side.opener
         if opener is None:
             if kind == HANDSHAKE:
@@ -223,16 +235,15 @@ class DecryptingConversation:
         if kind == CHANGE_CIPHER_SPEC:
             return True                       # TLS 1.3's compatibility one, never protected
         try:
-            inner, plain = opener.open(header, body)
+            inner, content = opener.open(header, body)
         except RecordError as error:
             raise _Failed(f"the {'client' if side.is_client else 'broker'}'s {error}: the key log's secrets "
                           f"for this connection are wrong") from None
         if inner == APPLICATION_DATA:
-            if plain:
-                out += self.conversation.feed(StreamData(side.sender, side.plain_offset, ts, plain))
-                side.plain_offset += len(plain)
+            if content:
+                plain.append(content)
         elif inner == HANDSHAKE and self._version == TLS13:
-            for message_type, _ in self._messages(side, plain):
+            for message_type, _ in self._messages(side, content):
                 if message_type == FINISHED and side.handshaking:
                     self._key(side, _TRAFFIC_LABELS[side.is_client][1])
                 elif message_type == KEY_UPDATE:
