@@ -4,12 +4,14 @@ decrypting one-line summary of the TLS capture.
 
     .venv/bin/python bench/tls_decrypt.py                  # 40 MB produced and consumed on each listener
     .venv/bin/python bench/tls_decrypt.py --mb 100 --repeat 3
+    .venv/bin/python bench/tls_decrypt.py --work /tmp/tls --mss 0  # loopback's 64 KB segments, as captured
 
 1. One `kafkawire broker` with a PLAINTEXT and an SSL listener (trustme certificates; TLS 1.3,
    TLS_AES_256_GCM_SHA384, what confluent-kafka negotiates with it), SSLKEYLOGFILE set so that it logs
    the secrets. tcpdump captures each listener's port to its own file on lo.
 2. The workload, on each listener in turn: confluent-kafka produces --mb of 1 KB records (lz4 off) and a
-   consumer reads them back.
+   consumer reads them back. Each capture is then written again with --mss-byte segments (1448, a
+   network's, by default; loopback's are 64 KB): the same bytes, in the packets a broker's capture has.
 3. Decode, CPU seconds of the decoding alone (a child process times it with process_time, the imports
    aside; the smallest of --repeat runs is kept, the machine being shared):
    - the capture job's stage-2 body in one process (the code a Spark task runs: reassembly, decryption,
@@ -37,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from capture import KAFKAWIRE, TSHARK, run_measured  # noqa: E402
+from capture import KAFKAWIRE, TSHARK, _compile_bytecode, _warm, run_measured  # noqa: E402
 from common import BrokerProcess, machine_line, print_targets  # noqa: E402
 
 TOPIC = "tls-bench"
@@ -152,6 +154,47 @@ def make_captures(folder: Path, megabytes: int) -> dict:
     return {"plaintext": folder / "plaintext.pcap", "tls": folder / "tls.pcap", "keys": keys, "port": ports["tls"]}
 
 
+def _plaintext_port(capture: Path) -> int:
+    from kafkawire.capture.files.packets import iter_packets
+    from kafkawire.capture.model import SYN, ACK
+    return next(p.dport for p in iter_packets(str(capture)) if p.flags & SYN and not p.flags & ACK)
+
+
+def resegment(source: Path, target: Path, broker_port: int, mss: int) -> None:
+    """``source``'s connections written again as ``mss``-byte segments (pcapng, each write acknowledged):
+    loopback's 64 KB segments make a capture of few packets, which a per-packet reader like tshark reads
+    unusually fast; a network's 1448-byte ones are what captures of brokers hold."""
+    from kafkawire.capture.files.packets import iter_packets
+    from kafkawire.capture.model import StreamData
+    from kafkawire.capture.tcp.tcp_reassembly import TcpReassembler
+    from kafkawire.pcap.writer import TcpConversationWriter, file_header
+
+    live: dict = {}
+    with open(target, "wb") as out:
+        out.write(file_header())
+
+        def write(stages, events) -> None:
+            reassembler, writer, client, _ = stages
+            for event in events:
+                if type(event) is StreamData:
+                    data, ts = bytes(event.data), event.ts_ns
+                    out.write(writer.client_data(data, ts) if event.sender == client else writer.server_data(data, ts))
+                stages[3] = max(stages[3], event.ts_ns)
+        for packet in iter_packets(str(source)):
+            stages = live.get(packet.connection)
+            if stages is None:
+                ends = [(packet.src, packet.sport), (packet.dst, packet.dport)]
+                server = next(end for end in ends if end[1] == broker_port)
+                client = next(end for end in ends if end != server)
+                writer = TcpConversationWriter(client, server, mss=mss)
+                out.write(writer.open(packet.ts_ns))
+                stages = live[packet.connection] = [TcpReassembler(), writer, f"{client[0]}:{client[1]}", packet.ts_ns]
+            write(stages, stages[0].feed(packet))
+        for stages in live.values():
+            write(stages, stages[0].finish())
+            out.write(stages[1].close(stages[3]))
+
+
 def decode_cpu(capture: Path, engine: str, keys: Path | None, repeat: int, folder: Path) -> dict:
     best = None
     for attempt in range(repeat):
@@ -168,6 +211,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=40, help="MB of records produced (and consumed) per listener")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--mss", type=int, default=1448,
+                        help="write the captures again with segments of this size (0: loopback's as captured)")
     parser.add_argument("--work", help="keep the captures here (default: a temporary folder)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -175,10 +220,17 @@ def main(argv=None) -> int:
         folder = Path(args.work or scratch)
         folder.mkdir(parents=True, exist_ok=True)
         captures = make_captures(folder, args.mb)
-        out = ["# TLS decryption", "", machine_line(), ""]
+        if args.mss:
+            for name, port in (("plaintext", None), ("tls", captures["port"])):
+                target = folder / f"{name}-mss.pcapng"
+                resegment(captures[name], target, port or _plaintext_port(captures[name]), args.mss)
+                captures[name] = target
+        out = ["# TLS decryption", "", machine_line(), _compile_bytecode(), ""]
+        for name in ("plaintext", "tls"):
+            _warm(captures[name])
         sizes = {name: captures[name].stat().st_size for name in ("plaintext", "tls")}
         out.append(f"captures: plaintext {sizes['plaintext']:,} B, TLS {sizes['tls']:,} B ({args.mb} MB produced "
-                   "and consumed on each)")
+                   "and consumed on each" + (f"; written again as {args.mss}-byte segments)" if args.mss else ")"))
         verdicts = []
         rates = {}
         out += ["", "| decoder | capture | frames | Kafka MB | CPU s | MB per CPU s |", "|---|---|---|---|---|---|"]

@@ -152,3 +152,19 @@ def test_key_log_lines_and_errors(tmp_path):
     (tmp_path / "empty.log").write_text("# nothing\n")
     with pytest.raises(KeyLogError, match="no secret in NSS key log format"):
         load_key_log(str(tmp_path / "empty.log"))
+
+
+def test_a_key_log_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
+    import sys
+    from argparse import Namespace
+
+    from kafkawire.capture.terminal import show
+    capture = tmp_path / "empty.pcap"
+    capture.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # a pcap header, no packet
+    args = Namespace(captures=[str(capture)], filter=[], json=False, detail=None, ports=None, fs_options=[],
+                     keylog=str(tmp_path / "missing.log"))
+    assert show.run(args) == 2
+    assert "missing.log: cannot read the key log" in capsys.readouterr().err
+    decode = subprocess.run([sys.executable, "-m", "kafkawire", "decode", str(capture), "--out", str(tmp_path / "out"),
+                             "--keylog", str(tmp_path / "missing.log")], capture_output=True, text=True, timeout=120)
+    assert decode.returncode == 2 and "missing.log: cannot read the key log" in decode.stderr, decode.stderr

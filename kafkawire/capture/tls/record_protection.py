@@ -15,6 +15,7 @@ from .key_schedule import Suite
 __all__ = ["Opener", "RecordError"]
 
 TAG_BYTES = 16
+APPLICATION_DATA = 23
 EXPLICIT_NONCE_BYTES = 8  # TLS 1.2 AES-GCM: the record's own part of the nonce
 _SEQ = struct.Struct(">Q")
 _TLS12_AAD = struct.Struct(">QBHH")  # sequence number, content type, version, plaintext length
@@ -38,6 +39,18 @@ class Opener:
         self.salt = bytes(iv) if not tls13 and len(iv) == 4 else None
         self.seq = 0
         self.tls13 = tls13
+
+    def open_application_data(self, header, body) -> memoryview | None:
+        """TLS 1.3: the plaintext of an application data record without padding, else None (another
+        content type, or one that does not open: ``open`` then reads it again)."""
+        try:
+            plain = self.aead.decrypt((self.iv ^ self.seq).to_bytes(12, "big"), body, header)
+        except (InvalidTag, ValueError):
+            return None
+        if not plain or plain[-1] != APPLICATION_DATA:
+            return None
+        self.seq += 1
+        return memoryview(plain)[:-1]
 
     def open(self, header, body) -> tuple[int, bytes | memoryview]:
         """The content type and plaintext of the record with 5-byte ``header`` and ``body`` (bytes-likes)."""

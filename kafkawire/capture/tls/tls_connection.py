@@ -46,13 +46,14 @@ class _Failed(Exception):
 class _Side:
     """One direction of a decrypted connection."""
 
-    __slots__ = ("sender", "is_client", "buf", "plain_offset", "opener", "pending", "messages", "secret",
+    __slots__ = ("sender", "is_client", "buf", "need", "plain_offset", "opener", "pending", "messages", "secret",
                  "handshaking", "ended", "dead")
 
     def __init__(self, sender: str, is_client: bool):
         self.sender = sender
         self.is_client = is_client
         self.buf = bytearray()          # protected bytes not yet a whole record
+        self.need = 0                   # how many more bytes make the record in buf whole
         self.plain_offset = 0           # the plaintext stream's length so far
         self.opener: Opener | None = None   # the keys records are opened with now (None: plaintext)
         self.pending: Opener | None = None  # TLS 1.2: the keys its ChangeCipherSpec turns on
@@ -79,6 +80,7 @@ class DecryptingConversation:
         self._secrets: dict[str, bytes] = {}
         self._suite: Suite | None = None
         self._version = 0
+        self._waiting: _Side | None = None   # a direction whose records wait on the other's handshake
 
     # ------------------------------------------------------------------------------------------------
     # Input, as Conversation's
@@ -148,47 +150,52 @@ class DecryptingConversation:
 
     def _decrypting(self, event, out: list) -> None:
         kind = type(event)
+        if kind is StreamData:                # first, as nearly every event is one
+            side = self._sides.get(event.sender)
+            if side is not None and not side.ended and not side.dead:
+                try:
+                    self._records(side, event.data, event.ts_ns, out)
+                    waiting = self._waiting   # records that waited on this side's handshake
+                    if waiting is not None and waiting is not side:
+                        self._records(waiting, b"", event.ts_ns, out)
+                except _Failed as failure:
+                    self._fail(side, event.ts_ns, str(failure), out)
+                return
         side = self._sides.get(event.sender) if kind in (StreamData, StreamGap, StreamEnd) else None
         if side is None:
             out += self.conversation.feed(event)
             return
         if side.ended:
-            if kind is StreamData:           # the 4-tuple's next use: a new handshake
-                self._restart()
+            if kind is StreamData:
+                self._restart()              # the 4-tuple's next use: a new handshake
                 self._deciding(event, out)
             return
         if kind is StreamEnd:
             side.ended = True
             out += self.conversation.feed(StreamEnd(side.sender, side.plain_offset, event.ts_ns, event.reason))
             return
-        if side.dead:
-            return
-        if kind is StreamGap:
+        if kind is StreamGap and not side.dead:
             side.dead, side.buf = True, bytearray()
             self._problem(side, event.ts_ns, f"{event.length} bytes of the TLS stream were not captured "
                           f"({event.reason}): the rest of this direction cannot be decrypted", out)
             out += self.conversation.feed(StreamGap(side.sender, side.plain_offset, event.length, event.ts_ns,
                                                     event.reason))
-            return
-        try:
-            self._records(side, event.data, event.ts_ns, out)
-            if side.is_client is False:      # the client's records may have waited on the ServerHello
-                client = next(s for s in self._sides.values() if s.is_client)
-                if client.buf:
-                    self._records(client, b"", event.ts_ns, out)
-        except _Failed as failure:
-            self._fail(side, event.ts_ns, str(failure), out)
 
     def _records(self, side: _Side, data, ts: int, out: list) -> None:
         """Takes the whole records of ``side``'s held bytes and ``data``, and holds the rest. Records are
         read in place (views, not copies), and the plaintext of consecutive ones goes on in one piece:
         clients write many small records, and the Kafka layer's cost is per piece."""
-        if side.buf:
-            side.buf += data
-            data = side.buf
+        held = side.buf
+        if held:
+            held += data
+            if len(data) < side.need:         # inside a record, as most segments are: held until it is whole
+                side.need -= len(data)
+                return
+            data = held
         view = memoryview(data)
         pos, end = 0, len(view)
         plain: list = []
+        waiting = False
         try:
             while end - pos >= 5:
                 kind, length = view[pos], (view[pos + 3] << 8) | view[pos + 4]
@@ -198,15 +205,39 @@ class DecryptingConversation:
                 stop = pos + 5 + length
                 if stop > end:
                     break
+                opener = side.opener
+                if kind == APPLICATION_DATA and opener is not None and not side.handshaking:
+                    # the steady state, most records: application data under application keys
+                    if opener.tls13:
+                        content = opener.open_application_data(view[pos:pos + 5], view[pos + 5:stop])
+                        if content is not None:
+                            plain.append(content)
+                            pos = stop
+                            continue              # else: another content type, or a failure: below
+                    else:
+                        plain.append(self._open(side, opener, view[pos:pos + 5], view[pos + 5:stop])[1])
+                        pos = stop
+                        continue
                 if not self._record(side, kind, view[pos:pos + 5], view[pos + 5:stop], plain):
                     if end - pos > MAX_WAITING:
                         raise _Failed("encrypted records came before the handshake that keys them")
+                    waiting = True
                     break
                 pos = stop
         finally:
-            rest = bytearray(view[pos:]) if pos < end else bytearray()
-            view.release()
-            side.buf = rest
+            left = end - pos
+            # the bytes the record begun at pos still needs (0 when it waits: any call looks again)
+            side.need = 0 if waiting else 5 + ((view[pos + 3] << 8) | view[pos + 4]) - left if left >= 5 else 5 - left
+            if waiting:
+                self._waiting = side
+            elif self._waiting is side:
+                self._waiting = None
+            if data is held:
+                view.release()
+                del held[:pos]
+            else:
+                side.buf = bytearray(view[pos:])
+                view.release()
             if plain:
                 joined = plain[0] if len(plain) == 1 else b"".join(plain)
                 out += self.conversation.feed(StreamData(side.sender, side.plain_offset, ts, joined))
@@ -234,11 +265,7 @@ class DecryptingConversation:
             return False                      # protected, before its keys are known
         if kind == CHANGE_CIPHER_SPEC:
             return True                       # TLS 1.3's compatibility one, never protected
-        try:
-            inner, content = opener.open(header, body)
-        except RecordError as error:
-            raise _Failed(f"the {'client' if side.is_client else 'broker'}'s {error}: the key log's secrets "
-                          f"for this connection are wrong") from None
+        inner, content = self._open(side, opener, header, body)
         if inner == APPLICATION_DATA:
             if content:
                 plain.append(content)
@@ -251,6 +278,13 @@ class DecryptingConversation:
                     key, iv = tls13_keys(self._suite, side.secret)  # type: ignore[arg-type]
                     side.opener = Opener(self._suite, key, iv, True)  # type: ignore[arg-type]
         return True                           # TLS 1.2's Finished, alerts: nothing for the Kafka layer
+
+    def _open(self, side: _Side, opener: Opener, header, body) -> tuple[int, bytes | memoryview]:
+        try:
+            return opener.open(header, body)
+        except RecordError as error:
+            raise _Failed(f"the {'client' if side.is_client else 'broker'}'s {error}: the key log's secrets "
+                          f"for this connection are wrong") from None
 
     def _messages(self, side: _Side, fragment) -> list[tuple[int, bytes]]:
         try:
