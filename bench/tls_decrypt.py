@@ -21,11 +21,12 @@ decrypting one-line summary of the TLS capture.
    CPU second. The two captures hold the same workload, not the same bytes: a client's metadata
    refreshes and heartbeats differ from run to run by a few frames.
 4. `kafkawire show --keylog FILE TLS-CAPTURE > /dev/null` against
-   `tshark -n -r TLS-CAPTURE -o tls.keylog_file:FILE -d tls.port==PORT,kafka > /dev/null`: CPU seconds
-   (user+sys, bench/capture.py's run_measured), the smallest of --repeat.
+   `tshark -n -r TLS-CAPTURE -o tls.keylog_file:FILE -d tls.port==PORT,kafka > /dev/null`:
+   CPU seconds (user+sys, bench/capture.py's run_measured), the smallest of --repeat.
 
 Targets (issue 36): decrypting decode (the tables, `kafkawire decode`'s code) >= 0.5x plaintext decode's
-throughput per CPU second; show --keylog >= 2x tshark's. show's decoder alone is reported, not scored. This is a benchmark script, not a test.
+throughput per CPU second; show --keylog >= 2x tshark's. show's decoder alone is reported, not scored.
+This is a benchmark script, not a test.
 """
 from __future__ import annotations
 

@@ -60,6 +60,7 @@ def add_show_command(commands) -> None:
 def _key_log(path: str | None):
     if path is None:
         return None
+    from ..tls import tls_connection  # noqa: F401 - cryptography (the capture extra), before anything is read
     from ..tls.key_log import load_key_log  # KeyLogError is a ValueError: a usage error
     return load_key_log(path)
 
