@@ -7,6 +7,8 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              splits, inputs, payloads, remote_files/reading/payloads)
     tcp/        one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
                                              (tcp_reassembly)
+    tls/        a TLS connection's stream -> its plaintext stream, given a key log (tls_connection:
+                                             key_log, handshake, key_schedule, record_protection)
     kafka/      one connection's stream   -> KafkaFrame / Problem / ConnectionSummary (kafka_connection:
                                              kafka_framing and resync, correlation, authentication,
                                              tls_hello)
@@ -15,7 +17,7 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              column_table, record_table)
     reporting/  the tables                -> a summary (report, report_arrow, transactions, shares)
 
-``streaming`` chains the first three in this process (``kafkawire show``, in ``terminal/``).
+``streaming`` chains the first three (with ``tls`` where there is a key log) in this process (``kafkawire show``, in ``terminal/``).
 
 ``kafkawire.capture_spark`` runs them inside Spark: packets in one pass over the splits, then a
 shuffle by ``Packet.connection`` so that one task sees each connection's packets in capture order.
