@@ -17,7 +17,8 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              column_table, record_table)
     reporting/  the tables                -> a summary (report, report_arrow, transactions, shares)
 
-``streaming`` chains the first three (with ``tls`` where there is a key log) in this process (``kafkawire show``, in ``terminal/``).
+``streaming`` chains the first three (with ``tls`` where there is a key log) in this process
+(``kafkawire show``, in ``terminal/``).
 
 ``kafkawire.capture_spark`` runs them inside Spark: packets in one pass over the splits, then a
 shuffle by ``Packet.connection`` so that one task sees each connection's packets in capture order.
