@@ -168,3 +168,19 @@ def test_a_key_log_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
     decode = subprocess.run([sys.executable, "-m", "kafkawire", "decode", str(capture), "--out", str(tmp_path / "out"),
                              "--keylog", str(tmp_path / "missing.log")], capture_output=True, text=True, timeout=120)
     assert decode.returncode == 2 and "missing.log: cannot read the key log" in decode.stderr, decode.stderr
+
+
+def test_the_brokers_listeners_and_kafkawires_clients_honour_sslkeylogfile(tmp_path, monkeypatch):
+    import trustme
+
+    from kafkawire.broker.security.tls import server_context
+    from kafkawire.client.aio.tls import client_context
+    from kafkawire.client.core.security_config import SecurityConfig
+    ca = trustme.CA()
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    settings = {"ssl.keystore.location": str(tmp_path / "server.pem")}
+    client = SecurityConfig(security_protocol="SSL")
+    assert server_context(settings).keylog_filename is None and client_context(client).keylog_filename is None
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "keys.log"))
+    assert server_context(settings).keylog_filename == client_context(client).keylog_filename == str(
+        tmp_path / "keys.log")
