@@ -18,8 +18,8 @@ from .errors import DecodeError
 
 USAGE_ERROR = 2
 # The capture extra (pyproject.toml), left out of the base install: what decode, report and the demo run
-# on, and what `show` reads remote captures with.
-CAPTURE_EXTRA = ("pyspark", "pyarrow", "pandas", "numpy")
+# on, what `show` reads remote captures with, and what decrypts TLS captures (--keylog).
+CAPTURE_EXTRA = ("pyspark", "pyarrow", "pandas", "numpy", "cryptography")
 INSTALL_CAPTURE = "pip install 'kafkawire[capture]'"
 
 

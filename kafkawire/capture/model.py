@@ -7,6 +7,8 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              splits, inputs, payloads, remote_files/reading/payloads)
     tcp/        one connection's packets  -> StreamData / StreamGap / StreamEnd per direction
                                              (tcp_reassembly)
+    tls/        a TLS connection's stream -> its plaintext stream, given a key log (tls_connection:
+                                             key_log, handshake, key_schedule, record_protection)
     kafka/      one connection's stream   -> KafkaFrame / Problem / ConnectionSummary (kafka_connection:
                                              kafka_framing and resync, correlation, authentication,
                                              tls_hello)
@@ -15,7 +17,8 @@ The stages are plain Python and know nothing of Spark; a folder each:
                                              column_table, record_table)
     reporting/  the tables                -> a summary (report, report_arrow, transactions, shares)
 
-``streaming`` chains the first three in this process (``kafkawire show``, in ``terminal/``).
+``streaming`` chains the first three (with ``tls`` where there is a key log) in this process
+(``kafkawire show``, in ``terminal/``).
 
 ``kafkawire.capture_spark`` runs them inside Spark: packets in one pass over the splits, then a
 shuffle by ``Packet.connection`` so that one task sees each connection's packets in capture order.
@@ -159,8 +162,9 @@ class ConnectionSummary(NamedTuple):
     """One TCP connection (one use of its addresses and ports: a reused 4-tuple gives one per use), as
     the capture shows it: when, how many frames, TLS and SASL authentication.
 
-    ``tls_*``: a TLS record opened the connection (which is then not decoded); the server name (SNI) and
-    the highest TLS version its ClientHello offered. ``sasl_*``: the mechanism of its last SASL
+    ``tls_*``: a TLS record opened the connection; the server name (SNI) and the highest TLS version its
+    ClientHello offered, and whether it was decrypted (a key log had its secrets: ``capture.tls``) or
+    not (and then not decoded). ``sasl_*``: the mechanism of its last SASL
     exchange, the user the client named, the handshake version (0: raw tokens followed it), the
     outcome (``authentication``: authenticated, failed or incomplete; null without SASL) and the
     error code of a failure; ``authentications`` counts the exchanges (KIP-368 re-authentication
@@ -182,3 +186,4 @@ class ConnectionSummary(NamedTuple):
     authentication: str | None
     sasl_error_code: int | None
     authentications: int
+    tls_decrypted: bool | None = None  # TLS: whether a key log decrypted it (None without TLS)

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from .kafka.kafka_connection import Conversation
+from .kafka.kafka_connection import Conversation, new_conversation
 from .model import ConnectionSummary, KafkaFrame, Packet, Problem, connection_key
 from .files.packets import iter_packets
 from .files.reading import SkippedBytes
 from .tcp.tcp_reassembly import TcpReassembler
+
+if TYPE_CHECKING:
+    from .tls.key_log import KeyLog
+    from .tls.tls_connection import DecryptingConversation
 
 __all__ = ["CaptureStream"]
 
@@ -40,17 +44,18 @@ class CaptureStream:
     ``skipped`` the runs of capture bytes it gave up on (the capture job's problems table lists them).
     """
 
-    def __init__(self, files: list[str], broker_ports: set[int] | None = None):
+    def __init__(self, files: list[str], broker_ports: set[int] | None = None, keys: KeyLog | None = None):
         self.files = [os.fspath(path) for path in files]
         self.broker_ports = set(broker_ports) if broker_ports else None
+        self.keys = keys  # a tls.key_log.KeyLog: TLS connections with their secrets in it are decrypted
         self.stats: dict[str, int] = {}
         self.skipped: list[SkippedBytes] = []
         self.connections = 0
 
     def __iter__(self) -> Iterator[KafkaFrame | Problem | ConnectionSummary]:
         # connection -> (reassembler, conversation); found by 4-tuple (the key computed once per 4-tuple)
-        live: dict[str, tuple[TcpReassembler, Conversation]] = {}
-        by_four: dict[tuple, tuple[TcpReassembler, Conversation]] = {}
+        live: dict[str, tuple[TcpReassembler, Conversation | DecryptingConversation]] = {}
+        by_four: dict[tuple, tuple[TcpReassembler, Conversation | DecryptingConversation]] = {}
         for index, path in enumerate(self.files):
             for packet in self._packets(index, path):
                 four = packet[2:6]  # src, sport, dst, dport
@@ -59,7 +64,7 @@ class CaptureStream:
                     key = connection_key(*four)
                     stages = live.get(key)
                     if stages is None:
-                        stages = live[key] = (TcpReassembler(), Conversation(key, self.broker_ports))
+                        stages = live[key] = (TcpReassembler(), new_conversation(key, self.broker_ports, self.keys))
                         self.connections += 1
                     if len(by_four) >= _CONNECTION_CACHE_LIMIT:
                         by_four.clear()

@@ -35,6 +35,10 @@ def add_decode_command(commands) -> None:
     decode.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                         help="a broker port (repeatable; default: detected per connection)")
     decode.add_argument("--records", action="store_true", help="also write one row per record (records table)")
+    decode.add_argument("--keylog", metavar="FILE",
+                        help="an NSS key log (SSLKEYLOGFILE of the clients or brokers, librdkafka's ssl.keylog.location): "
+                             "TLS connections whose secrets it holds are decrypted (TLS 1.2 and 1.3, AES-GCM and "
+                             "ChaCha20-Poly1305)")
     decode.add_argument("--split-mb", type=int, default=128, help="split large captures into pieces of this size")
     decode.add_argument("--partitions", type=int, help="tasks of the connection stage (default: from input size)")
 
@@ -101,6 +105,14 @@ def _is_folder(pattern: str) -> bool:
     return expand_remote(pattern)[0] == "folder" if is_remote(pattern) else os.path.isdir(pattern)
 
 
+def _key_log(path: str | None):
+    """The key log of ``--keylog`` (read on the driver: it travels to the workers with the tasks)."""
+    if path is None:
+        return None
+    from ..capture.tls.key_log import load_key_log
+    return load_key_log(path)
+
+
 def decode(args) -> int:
     """``kafkawire decode``: the captures into tables, on Spark; prints what it wrote."""
     from ..capture.files.reading import CaptureError
@@ -117,6 +129,7 @@ def decode(args) -> int:
         args.captures = with_fs_options(args.captures, args.fs_options)
         check_out(args.out, args.overwrite)
         _check_captures(args.captures)
+        keys = _key_log(args.keylog)
     except (KafkaWireError, OSError, ValueError) as error:  # TableSetError, CaptureError; FileNotFoundError...
         return _refuse("decode", error)
 
@@ -131,7 +144,7 @@ def decode(args) -> int:
         raise
     try:
         result = job.decode(spark, planning.result(), args.out, broker_ports=args.ports, records=args.records,
-                            partitions=args.partitions, overwrite=args.overwrite, progress=sys.stderr)
+                            partitions=args.partitions, keys=keys, overwrite=args.overwrite, progress=sys.stderr)
     except (CaptureError, FileNotFoundError) as error:
         print(f"kafkawire decode: {error}", file=sys.stderr)
         return 1

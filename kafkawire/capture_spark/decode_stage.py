@@ -20,7 +20,7 @@ __all__ = ["decode_partition", "connections_of"]
 
 
 def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, records: bool,
-                     task: tuple[int, int] | None = None, names=None):
+                     task: tuple[int, int] | None = None, names=None, keys=None):
     """Stage 2's task body (a closure so the options travel to the workers): decodes the partition's
     connections from its chunk rows, sorted by (connection, first order), writes the table rows under
     ``out`` and yields (table, file relative to ``out``, rows) for each Parquet file written.
@@ -28,7 +28,8 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
     ``files`` are the run's captures by file index; ``out`` an absolute path or a URI. ``task`` is
     (partition id, attempt id), by default the running Spark task's (given when run without Spark).
     ``names`` (an accumulator of ``topic_join.TopicIdNames``, or anything with ``add(dict)``) gets the
-    topic names by id that the task's responses paired, for ``topic_join.name_topics``.
+    topic names by id that the task's responses paired, for ``topic_join.name_topics``. ``keys`` (a
+    ``capture.tls.key_log.KeyLog``, which travels to the workers in the closure) decrypts TLS connections.
     """
     def run(rows):
         if task is None:  # a Spark worker, which runs task after task: see worker_memory
@@ -39,7 +40,7 @@ def decode_partition(files: list[str], out: str, broker_ports: set[int] | None, 
         batcher = TableBatcher(records=records)
         with PayloadReader(files) as payloads, TableFiles(out, partition, attempt) as written:
             for connection, connection_packets in connections_of(prefetched(rows, payloads), payloads):
-                for item in decode_connection(connection_packets, broker_ports):
+                for item in decode_connection(connection_packets, broker_ports, keys=keys):
                     for table, batch in batcher.add(item):
                         written.write(table, batch)
                 for table, batch in batcher.end_connection(connection):

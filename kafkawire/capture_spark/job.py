@@ -104,7 +104,7 @@ def _location(out: str) -> str:
 
 
 def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, split_bytes: int = SPLIT_BYTES,
-           partitions: int | None = None, overwrite: bool = True, progress=None) -> DecodeResult:
+           partitions: int | None = None, overwrite: bool = True, progress=None, keys=None) -> DecodeResult:
     """Decode captures ``inputs`` (files, folders, globs, or a ``CapturePlan`` made beforehand) into
     Parquet tables under ``out_dir``, on ``spark``: a SparkSession or a SparkContext (the job uses
     only RDDs).
@@ -115,6 +115,9 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
 
     ``progress``: a stream (stderr) for a live progress line while the job runs, when it is a terminal
     (``progress.Progress``).
+
+    ``keys``: a TLS key log (``capture.tls.key_log.KeyLog``, or the path of one on the driver) to decrypt
+    the TLS connections whose secrets it holds; it goes to the tasks in their closure.
     """
     started = time.monotonic()
     out = str(out_dir).rstrip("/")
@@ -134,6 +137,9 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
     if partitions is None:
         partitions = _tasks(input_bytes, TASK_BYTES, cores)
     ports = set(broker_ports) if broker_ports else None
+    if isinstance(keys, (str, os.PathLike)):
+        from ..capture.tls.key_log import load_key_log
+        keys = load_key_log(os.fspath(keys))
     partitioner = ConnectionPartitioner(balanced_partitions(captures.sampled_bytes, partitions))
     sizes = context.accumulator({}, ConnectionBytes())  # for the summary (a retried task adds twice)
     reads = context.accumulator(({}, {}), ReadStats())
@@ -145,7 +151,7 @@ def decode(spark, inputs, out_dir, *, broker_ports=None, records: bool = False, 
         written = (context.parallelize(range(len(splits)), readers)  # split numbers, consecutive per task
                    .mapPartitions(read_splits(splits, sizes, reads, carry_remote=local_master))
                    .repartitionAndSortWithinPartitions(partitions, partitioner)
-                   .mapPartitions(decode_partition(files, location, ports, records, names=names))
+                   .mapPartitions(decode_partition(files, location, ports, records, names=names, keys=keys))
                    .collect())
     name_topics(location, written, names.value)  # ids a task met before (or without) their names
 

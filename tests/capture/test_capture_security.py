@@ -158,7 +158,7 @@ def test_authenticate_frames_carry_mechanism_and_user_and_no_secret(mechanism, v
     assert all(f.sasl_mechanism is None for f in frames if f.api_key not in (17, 36))
     [summary] = of(ConnectionSummary, items)
     assert summary[5:] == (len(talk.messages) // 2, len(talk.messages) // 2, False, None, None, mechanism, user, 1,
-                           "authenticated", None, 1)
+                           "authenticated", None, 1, None)
 
     tables = tables_of(items)
     assert leaks(tables, sasl.secrets) == []
@@ -239,7 +239,7 @@ def test_v0_tokens_are_read_and_framing_goes_on_after_them(mechanism, mss):
         (m.direction, m.api_key, m.correlation_id, m.data[4:]) for m in kafka_messages(talk)]
     assert [f.sasl_mechanism for f in frames if f.api_key == 17] == [mechanism] * 2
     [summary] = of(ConnectionSummary, items)
-    assert summary[5:] == (4, 4, False, None, None, mechanism, USERS[mechanism], 0, "authenticated", None, 1)
+    assert summary[5:] == (4, 4, False, None, None, mechanism, USERS[mechanism], 0, "authenticated", None, 1, None)
     tables = tables_of(items)
     for name, table in tables.items():
         assert table_leaks(table, sasl.secrets) == [], name
@@ -319,10 +319,12 @@ def test_tls_connections_are_reported_with_server_name_and_version(server_name, 
     [problem] = of(Problem, items)
     named = f"for server name {server_name}" if server_name else "without a server name"
     assert (problem.kind, problem.direction, problem.reason) == (
-        "tls", "request", f"a {version} ClientHello {named}: the connection is encrypted and cannot be decoded")
+        "tls", "request", f"encrypted, no key: a {version} ClientHello {named} (--keylog FILE with its secrets "
+                          "decrypts it)")
     [summary] = of(ConnectionSummary, items)
     assert (summary.client, summary.broker) == ("10.0.0.1:50000", "10.0.0.2:9092")
     assert summary[5:11] == (0, 0, True, server_name, version, None)
+    assert summary.tls_decrypted is False
     [row] = tables_of(items)["connections"].to_pylist()
     assert (row["tls"], row["tls_server_name"], row["tls_version"]) == (True, server_name, version)
 
@@ -332,7 +334,8 @@ def test_a_client_hello_over_several_records_and_one_cut_short():
     body = hello[5:]
     split = (b"\x16\x03\x01" + (64).to_bytes(2, "big") + body[:64]
              + b"\x16\x03\x01" + (len(body) - 64).to_bytes(2, "big") + body[64:])
-    assert read_client_hello(split) == read_client_hello(hello) == ClientHello("broker.example.test", "TLS 1.3")
+    assert read_client_hello(split) == read_client_hello(hello) == ClientHello("broker.example.test", "TLS 1.3",
+                                                                               hello[11:43])
     [summary] = of(ConnectionSummary, decode(tls_talk(split), mss=50))
     assert (summary.tls_server_name, summary.tls_version) == ("broker.example.test", "TLS 1.3")
     # The capture stops inside the ClientHello: a TLS connection, its name unknown.

@@ -292,7 +292,8 @@ def test_tls_connections_show_their_server_name(secured, decoded):
         problems = [p for p in rows(out, "problems") if p["kind"] == "tls"]
         assert sorted(p["connection"] for p in problems) == sorted(r["connection"] for r in connections)
         assert {p["reason"] for p in problems} == {
-            "a TLS 1.3 ClientHello for server name localhost: the connection is encrypted and cannot be decoded"}
+            "encrypted, no key: a TLS 1.3 ClientHello for server name localhost (--keylog FILE with its secrets "
+            "decrypts it)"}
         summary = report.build_arrow(str(out))
         assert summary.tls == [dict(server_name="localhost", version="TLS 1.3", connections=len(hellos))]
         assert re.search(rf"\n  localhost {{30,}}TLS 1\.3 +{len(hellos)}\n", summary.text())

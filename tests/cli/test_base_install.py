@@ -1,7 +1,7 @@
-"""The base install, without the capture extra (pyspark, pyarrow, pandas, numpy): the broker, the client,
-the pytest plugin and the command line run in processes where those packages cannot be imported, the
-commands that need them say in one line what to install, and the installed metadata keeps them in the
-``capture`` extra."""
+"""The base install, without the capture extra (pyspark, pyarrow, pandas, numpy, cryptography): the
+broker, the client, the pytest plugin and the command line run in processes where those packages cannot
+be imported, the commands that need them say in one line what to install, and the installed metadata
+keeps them in the ``capture`` extra."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -18,7 +18,7 @@ from kafkawire import cli
 from support.paths import REPO
 from support.plugin_runs import run_pytest
 
-CAPTURE_EXTRA = {"pyspark", "pyarrow", "pandas", "numpy"}
+CAPTURE_EXTRA = {"pyspark", "pyarrow", "pandas", "numpy", "cryptography"}
 INSTALL_HINT = "pip install 'kafkawire[capture]'"
 
 # In-process broker, kafkawire's client and its tap (a capture for `show`), in the blocked process.
@@ -103,9 +103,12 @@ def test_the_command_line_without_the_capture_extra(without_capture_extra, tmp_p
     broker.kill()
     # the commands that need the extra: one line naming what to install, exit status 2, no traceback
     (tmp_path / "empty.pcap").write_bytes(b"")
+    (tmp_path / "keys.log").write_text(f"CLIENT_RANDOM {'ab' * 32} {'cd' * 48}\n")
+    (tmp_path / "header.pcap").write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
     for argv in (["decode", str(tmp_path / "empty.pcap"), "--out", str(tmp_path / "tables")],
                  ["report", str(tmp_path / "tables")], ["demo"],
-                 ["show", "s3://bucket/capture.pcap"]):  # show reads remote files with pyarrow
+                 ["show", "s3://bucket/capture.pcap"],  # show reads remote files with pyarrow
+                 ["show", "--keylog", str(tmp_path / "keys.log"), str(tmp_path / "header.pcap")]):  # cryptography
         result = kafkawire(without_capture_extra, *argv)
         assert (result.returncode, result.stdout) == (2, ""), (argv, result.stderr)
         assert result.stderr.count("\n") == 1 and INSTALL_HINT in result.stderr, (argv, result.stderr)

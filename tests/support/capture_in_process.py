@@ -26,11 +26,12 @@ class _Names:
         self.value = self.param.addInPlace(self.value, more)
 
 
-def decode_in_process(capture: Path, out: Path, records: bool = True) -> Path:
+def decode_in_process(capture: Path, out: Path, records: bool = True, keys=None) -> Path:
     splits = plan_splits(str(capture), 0)
     rows = sorted(read_splits(splits)(iter(range(len(splits)))), key=lambda row: row[0])
     names = _Names()
-    decode = decode_partition([str(capture)], str(out), None, records, task=(0, 0), names=names)
+    decode = decode_partition([str(capture)], str(out), None, records, task=(0, 0), names=names,
+                              keys=keys)
     files = list(decode(iter(rows)))
     name_topics(str(out), files, names.value)
     written = {table for table, _, _ in files}

@@ -6,12 +6,16 @@ certificate chain in the file at ``ssl.keystore.location`` (or inline in ``ssl.k
 certificates at ``ssl.truststore.location`` (or inline in ``ssl.truststore.certificates``).
 ``ssl.client.auth`` is none, requested or required. A client's principal is ``User:`` followed by its
 certificate's subject as an RFC 2253 distinguished name (Java's ``X500Principal.getName()``), mapped
-through ``ssl.principal.mapping.rules`` (``SslPrincipalMapper``).
+through ``ssl.principal.mapping.rules`` (``SslPrincipalMapper``). With ``SSLKEYLOGFILE`` set, the
+listeners append their TLS secrets to that file, as Python and curl clients do (for ``kafkawire show
+--keylog``; the broker's own ``--tap`` is plaintext anyway).
 """
 from __future__ import annotations
 
+import os
 import re
 import ssl
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,6 +31,9 @@ def server_context(settings: dict[str, str]) -> ssl.SSLContext:
     if keystore_type != "PEM":
         raise ValueError(f"ssl.keystore.type: only PEM key stores are supported, not {keystore_type}")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    keylog = os.environ.get("SSLKEYLOGFILE")
+    if keylog and not sys.flags.ignore_environment:  # as ssl.create_default_context: secrets for a capture's decryption
+        context.keylog_filename = keylog
     protocols = [p.strip() for p in settings.get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     unknown = [p for p in protocols if p not in TLS_PROTOCOLS]
     if unknown or not protocols:

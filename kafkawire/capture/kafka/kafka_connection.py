@@ -26,8 +26,10 @@ What it does, per connection (roles, TLS and epochs here; framing and resync in 
   header: they are read for the user and the outcome, never kept, and framing goes on with the Kafka
   requests after them.
 - TLS (a TLS record at the start of a direction) and bytes that never validate as Kafka give one Problem
-  ``tls`` / ``not_kafka`` and the connection is skipped; a TLS client's ClientHello is read first
-  (``tls_hello``) for the server name and version it asks for.
+  ``tls`` ("encrypted, no key") / ``not_kafka`` and the connection is skipped; a TLS client's ClientHello
+  is read first (``tls_hello``) for the server name and version it asks for. With a key log,
+  ``capture.tls`` decrypts the connections it has secrets for and feeds this their plaintext
+  (``decrypting``), or says why it cannot (``encrypted``).
 - Summaries: each epoch ends with a ``ConnectionSummary`` (times, frames, TLS, SASL).
 - Ends: requests still outstanding when the connection closes or the capture ends are reported as
   ``unanswered_request`` with a reason that says which ("capture ended before the response" is the
@@ -39,7 +41,7 @@ What it does, per connection (roles, TLS and epochs here; framing and resync in 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ...framing import DEFAULT_MAX_FRAME
 from .correlation import RequestCorrelation
@@ -49,6 +51,10 @@ from .resync import ACCEPT, WAIT, check_request, looks_like_tls, request_candida
 from ..tcp.tcp_reassembly import ConnectionOpen, StreamConflict, TcpReassembler
 from .tls_hello import MAX_HELLO_BYTES, ClientHello, read_client_hello
 from .tls_hello import WAIT as HELLO_INCOMPLETE
+
+if TYPE_CHECKING:
+    from ..tls.key_log import KeyLog
+    from ..tls.tls_connection import DecryptingConversation
 
 DEFAULT_MAX_RESPONSE_FRAME = 128 << 20  # fetch.max.bytes (50 MiB) plus generous overhead
 ROLE_EVIDENCE = 64 << 10    # bytes of each direction looked at to tell the client from the broker
@@ -85,6 +91,7 @@ class Conversation:
         self.client: str | None = None
         self.broker: str | None = None
         self.tls: ClientHello | None = None          # a TLS connection's ClientHello (fields None: unread)
+        self.tls_decrypted = False                   # its plaintext comes from capture.tls
         self._endpoints = connection.split("-") if connection.count("-") == 1 else []
         self._sides: dict[str, DirectionFraming] = {}
         self._early: list = []                       # events before the roles are known
@@ -343,8 +350,23 @@ class Conversation:
         else:
             self.tls = ClientHello(None, None)
             what = "TLS records"
-        self.give_up("tls", direction, f"{what}: the connection is encrypted and cannot be decoded", out)
+        self.give_up("tls", direction, f"encrypted, no key: {what} (--keylog FILE with its secrets decrypts it)",
+                     out)
         return True
+
+    def other_endpoint(self, endpoint: str) -> str:
+        return self._other(endpoint)
+
+    def decrypting(self, hello: ClientHello, client: str, broker: str, out: list) -> None:
+        """What follows is the plaintext of a TLS connection opened with ``hello`` by ``client``."""
+        self.tls, self.tls_decrypted = hello, True
+        if self.client is None:
+            self._set_roles(client, broker, out)
+
+    def encrypted(self, hello: ClientHello | None, direction: str | None, reason: str, out: list) -> None:
+        """A TLS connection that cannot be decrypted, for ``reason``: reported once and skipped."""
+        self.tls, self.tls_decrypted = hello or ClientHello(None, None), False
+        self.give_up("tls", direction, reason, out)
 
     def give_up(self, kind: str, direction: str | None, reason: str, out: list) -> None:
         """The connection is not decodable Kafka: report once and skip the rest of it."""
@@ -378,7 +400,8 @@ class Conversation:
         out.append(ConnectionSummary(
             self.connection, self.client, self.broker, self._epoch_first, self.last_ts, correlation.requests,
             correlation.responses, tls is not None, tls.server_name if tls else None, tls.version if tls else None,
-            sasl.mechanism, sasl.user, sasl.handshake_version, sasl.outcome, sasl.error_code, sasl.count))
+            sasl.mechanism, sasl.user, sasl.handshake_version, sasl.outcome, sasl.error_code, sasl.count,
+            self.tls_decrypted if tls else None))
         self._epoch_first = None
 
 
@@ -387,22 +410,34 @@ class Conversation:
 
 
 def decode_connection(packets: Iterable[Packet], broker_ports: set[int] | None = None,
-                      reassembler: TcpReassembler | None = None, **options) -> Iterator[KafkaFrame | Problem]:
+                      reassembler: TcpReassembler | None = None, keys: KeyLog | None = None,
+                      **options) -> Iterator[KafkaFrame | Problem]:
     """Frames and problems of one connection, from its packets in capture order.
 
-    ``options`` go to ``Conversation``; pass a configured ``reassembler`` to change its bounds.
+    ``options`` go to ``Conversation``; pass a configured ``reassembler`` to change its bounds. ``keys``
+    (a ``capture.tls.key_log.KeyLog``) decrypts the TLS connections it has secrets for.
     """
     reassembler = reassembler or TcpReassembler()
     conversation = None
     for packet in packets:
         if conversation is None:
-            conversation = Conversation(packet.connection, broker_ports, **options)
+            conversation = new_conversation(packet.connection, broker_ports, keys, **options)
         for event in reassembler.feed(packet):
             yield from conversation.feed(event)
     if conversation is not None:
         for event in reassembler.finish():
             yield from conversation.feed(event)
         yield from conversation.finish()
+
+
+def new_conversation(connection: str, broker_ports: set[int] | None, keys: KeyLog | None = None,
+                     **options) -> Conversation | DecryptingConversation:
+    """A connection's Kafka layer, behind TLS decryption when there is a key log (``keys``)."""
+    conversation = Conversation(connection, broker_ports, **options)
+    if keys is None:
+        return conversation
+    from ..tls.tls_connection import DecryptingConversation  # cryptography, of the capture extra
+    return DecryptingConversation(conversation, keys)
 
 
 def detect_broker_ports(sample_packets: Iterable[Packet], min_hits: int = 2) -> set[int]:

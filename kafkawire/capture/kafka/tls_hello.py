@@ -1,11 +1,12 @@
-"""What a TLS client asks for in its ClientHello: the server name (SNI) and the highest version offered.
+"""What a TLS client asks for in its ClientHello: the server name (SNI), the highest version offered and
+its random (which names the connection's secrets in a key log).
 
-The capture decodes no TLS: a connection that starts with a TLS record is reported and skipped. Its
+Without a key log (``capture.tls``) a connection that starts with a TLS record is reported and skipped. Its
 first client bytes still say which broker name the client wanted and which TLS it speaks, in the
 clear: the handshake records (RFC 8446 5.1; a ClientHello may span several) carry the ClientHello,
 whose ``server_name`` extension (RFC 6066 3) names the host and whose ``supported_versions``
 extension (RFC 8446 4.2.1) lists the versions (without it, ``legacy_version`` is the one offered).
-Nothing else of the handshake is read.
+Nothing else of the handshake is read here (``capture.tls.handshake`` reads the ServerHello).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ _VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "T
 class ClientHello(NamedTuple):
     server_name: str | None   # the host_name of the server_name extension
     version: str | None       # the highest version offered, as "TLS 1.3"
+    random: bytes | None = None  # the 32 bytes of client random
 
 
 def version_name(version: int) -> str:
@@ -86,7 +88,7 @@ def _parse(body: bytes) -> ClientHello | None:
                     offered = [_U16.unpack_from(value, i)[0] for i in range(1, min(1 + value[0], len(value)) - 1, 2)]
         known = [v for v in offered if v in _VERSIONS]  # GREASE values (RFC 8701) and unknown ones aside
         version = max(known) if known else (None if offered else legacy_version)
-        return ClientHello(server_name, None if version is None else version_name(version))
+        return ClientHello(server_name, None if version is None else version_name(version), bytes(body[2:34]))
     except (IndexError, struct.error):
         return None
 

@@ -145,6 +145,7 @@ TABLES: dict[str, pa.Schema] = {
         ("tls", pa.bool_()), ("tls_server_name", pa.string()), ("tls_version", pa.string()),
         ("sasl_mechanism", pa.string()), ("sasl_user", pa.string()), ("sasl_handshake_version", pa.int16()),
         ("authentication", pa.string()), ("sasl_error_code", pa.int16()), ("authentications", pa.int32()),
+        ("tls_decrypted", pa.bool_()),
     ]),
     # KIP-932 share groups (``share_joins``): what ShareFetch responses acquired, range by range ...
     "share_acquisitions": pa.schema([("ts", _TS)] + _SHARE_WHERE + [

@@ -45,12 +45,24 @@ def add_show_command(commands) -> None:
     show.add_argument("--json", action="store_true", help="print JSON Lines instead of text")
     show.add_argument("-V", dest="detail", type=int, metavar="N",
                       help="print frame N (the first column) with its whole body, then stop")
+    show.add_argument("--keylog", metavar="FILE",
+                      help="an NSS key log (SSLKEYLOGFILE of the clients or brokers, librdkafka's ssl.keylog.location): "
+                           "TLS connections whose secrets it holds are decrypted (TLS 1.2 and 1.3, AES-GCM and "
+                           "ChaCha20-Poly1305)")
     show.add_argument("--port", type=int, action="append", dest="ports", metavar="N",
                       help="a broker port (repeatable; default: detected per connection)")
     show.add_argument("--fs-option", action="append", default=[], dest="fs_options", metavar="KEY=VALUE",
                       help="an option of the captures' file system when they are URIs (repeatable), e.g. "
                            "endpoint_override=host:9000, scheme=http, region=eu-west-1; credentials come "
                            "from the environment")
+
+
+def _key_log(path: str | None):
+    if path is None:
+        return None
+    from ..tls import tls_connection  # noqa: F401 - cryptography (the capture extra), before anything is read
+    from ..tls.key_log import load_key_log  # KeyLogError is a ValueError: a usage error
+    return load_key_log(path)
 
 
 def run(args, out=None, *, own_process: bool = False) -> int:
@@ -72,6 +84,7 @@ def run(args, out=None, *, own_process: bool = False) -> int:
     try:
         keep = FrameFilter(args.filter)
         files = expand_inputs(with_fs_options(args.captures, getattr(args, "fs_options", [])))
+        keys = _key_log(getattr(args, "keylog", None))
         if not files:
             raise FileNotFoundError(f"{' '.join(args.captures)}: no packet captures")
     except (FilterError, CaptureError, OSError, ValueError) as error:  # found before anything is read: usage
@@ -81,7 +94,7 @@ def run(args, out=None, *, own_process: bool = False) -> int:
     if total > SPARK_ADVISED_BYTES:
         print(f"kafkawire show: {total / 1e6:,.0f} MB of captures: `kafkawire decode` (Spark, every core, tables "
               f"to query) serves captures above {SPARK_ADVISED_BYTES / 1e6:,.0f} MB better", file=sys.stderr)
-    stream = CaptureStream(files, set(args.ports) if args.ports else None)
+    stream = CaptureStream(files, set(args.ports) if args.ports else None, keys)
     printer = Printer(out, keep, args.json, args.detail)
     try:
         for item in stream:

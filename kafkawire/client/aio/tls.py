@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
 
 from ..core.security_config import SecurityConfig
 from ..errors import ConfigError, SslAuthenticationException
@@ -22,6 +23,9 @@ _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_
 def client_context(config: SecurityConfig) -> ssl.SSLContext:
     """The SSLContext for ``config`` (loads its files now: a file that does not load is a ConfigError)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    keylog = os.environ.get("SSLKEYLOGFILE")
+    if keylog and not sys.flags.ignore_environment:  # as ssl.create_default_context: secrets for a capture's decryption
+        context.keylog_filename = keylog
     versions = sorted(_VERSIONS[name] for name in config.ssl_enabled_protocols)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
     trusted = config.trusted_certificates
