@@ -92,6 +92,7 @@ class PartitionLog:
         self._descriptors = descriptors
         self._closed = False
         self._loaded = False
+        self.offline = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request (broker.log_dirs)
         if not lazy:
             self._load()
 

@@ -1,0 +1,138 @@
+"""Several log.dirs (JBOD): placement, AlterReplicaLogDirs moving a live partition, DescribeLogDirs,
+a failed directory taken offline, and a restart finding partitions in every directory."""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+
+from kafkawire.broker import BrokerConfig
+from kafkawire.broker.background import BrokerThread
+
+kafka = pytest.importorskip("kafka")
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.errors import KafkaStorageError  # noqa: E402
+from kafka.structs import TopicPartition, TopicPartitionReplica  # noqa: E402
+
+TIMEOUT = 30
+
+
+def _wait(condition, what: str):
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _placement(admin: KafkaAdminClient, topic: str) -> dict[tuple[int, bool], str]:
+    """(partition, future?) -> the log directory DescribeLogDirs shows it in."""
+    [described] = admin.describe_log_dirs()
+    return {(p["partition_index"], p["is_future_key"]): d["log_dir"] for d in described["log_dirs"]
+            for t in d["topics"] if t["name"] == topic for p in t["partitions"]}
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return tmp_path / "a", tmp_path / "b"
+
+
+def _broker(dirs, **settings) -> BrokerThread:
+    # as server.properties gives them: log.dirs=a,b
+    config = BrokerConfig.from_properties({"log.dirs": ",".join(map(str, dirs))}, port=0, **settings)
+    return BrokerThread(config)
+
+
+def test_move_a_partition_while_a_producer_writes(dirs):
+    from kafka import KafkaConsumer, KafkaProducer
+    with _broker(dirs, segment_bytes=16 * 1024) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("moving", 4, 1)])
+        placed = _placement(admin, "moving")
+        resolved = [str(d.resolve()) for d in dirs]
+        assert sorted(placed.values()) == sorted(resolved * 2)  # the fewest partitions first: two each
+        source = placed[(0, False)]
+        destination = next(d for d in resolved if d != source)
+
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        sent, stop = [], threading.Event()
+
+        def produce() -> None:
+            while not stop.is_set() or len(sent) < 200:
+                value = b"%06d" % len(sent)
+                producer.send("moving", value, partition=0).get(timeout=TIMEOUT)
+                sent.append(value)
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            _wait(lambda: len(sent) >= 100, "records before the move")
+            result = admin.alter_replica_log_dirs({TopicPartitionReplica("moving", 0, 0): destination})
+            assert [error.errno for error in result.values()] == [0]
+            _wait(lambda: _placement(admin, "moving").get((0, False)) == destination, "the move to end")
+        finally:
+            stop.set()
+            writer.join(TIMEOUT)
+        producer.close()
+        assert not writer.is_alive()
+        assert not (dirs[0 if source == resolved[0] else 1] / "moving-0").exists()
+        assert list((dirs[0 if destination == resolved[0] else 1] / "moving-0").glob("*.log"))
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=5000)
+        consumer.assign([TopicPartition("moving", 0)])
+        read = [record.value for record in consumer]
+        consumer.close()
+        assert read == sent
+        admin.close()
+
+
+def test_alter_replica_log_dirs_errors(dirs):
+    with _broker(dirs) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("errors", 1, 1)])
+        result = admin.alter_replica_log_dirs({TopicPartitionReplica("errors", 0, 0): str(dirs[0].parent / "c"),
+                                               TopicPartitionReplica("missing", 0, 0): str(dirs[1])})
+        assert {replica.topic: error.errno for replica, error in result.items()} == {"errors": 57, "missing": 3}
+        admin.close()
+
+
+def test_a_failed_directory_goes_offline_and_the_other_serves(dirs):
+    from kafka import KafkaProducer
+    with _broker(dirs) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("failing", 2, 1)])
+        placed = _placement(admin, "failing")
+        lost = next(i for i, d in enumerate(dirs) if str(d.resolve()) == placed[(0, False)])
+        shutil.rmtree(dirs[lost])
+        _wait(lambda: any(d["error_code"] == 56 for d in admin.describe_log_dirs()[0]["log_dirs"]), "offline dir")
+        [described] = admin.describe_log_dirs()
+        assert {d["log_dir"]: d["error_code"] for d in described["log_dirs"]} == {
+            str(dirs[lost].resolve()): 56, str(dirs[1 - lost].resolve()): 0}
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+        with pytest.raises(KafkaStorageError):
+            producer.send("failing", b"x", partition=0).get(timeout=TIMEOUT)
+        assert producer.send("failing", b"y", partition=1).get(timeout=TIMEOUT).offset == 0
+        producer.close()
+        admin.close()
+
+
+def test_restart_finds_partitions_in_every_directory(dirs):
+    from kafka import KafkaConsumer, KafkaProducer
+    with _broker(dirs) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("kept", 2, 1)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for partition in (0, 1):
+            producer.send("kept", b"%d" % partition, partition=partition).get(timeout=TIMEOUT)
+        producer.close()
+    assert (dirs[0] / "kept-0").is_dir() != (dirs[0] / "kept-1").is_dir()
+    with _broker(dirs) as broker:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=3000)
+        consumer.assign([TopicPartition("kept", 0), TopicPartition("kept", 1)])
+        assert sorted(record.value for record in consumer) == [b"0", b"1"]
+        consumer.close()
