@@ -2,6 +2,7 @@
 a failed directory taken offline, and a restart finding partitions in every directory."""
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -136,3 +137,28 @@ def test_restart_finds_partitions_in_every_directory(dirs):
         consumer.assign([TopicPartition("kept", 0), TopicPartition("kept", 1)])
         assert sorted(record.value for record in consumer) == [b"0", b"1"]
         consumer.close()
+
+
+def test_describe_log_dirs_shows_the_future_log_of_a_move(dirs):
+    """While a move is under way (here: started, its copy not yet run), DescribeLogDirs shows the
+    partition's future log in the directory it goes to, beside the current one."""
+    from kafkawire import messages as m
+    from kafkawire.broker.apis.partitions_admin import PartitionAdminApis
+
+    with _broker(dirs) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("future", 1, 1)])
+        admin.close()
+        topics = broker.broker.topics
+        source = str(topics.get("future").partitions[0].directory.parent)
+        destination = next(d for d in topics.dirs.paths if d != source)
+
+        async def start_and_describe():
+            topics.move(topics.get("future"), 0, destination)  # the copy starts at the next await
+            return await PartitionAdminApis(broker.broker.handlers.state).describe_log_dirs(
+                m.DescribeLogDirsRequest(topics=None), 4, None)
+        response = broker.call(start_and_describe())
+        shown = {(r.log_dir, p.is_future_key) for r in response.results for t in r.topics for p in t.partitions}
+        assert shown == {(os.path.realpath(source), False), (os.path.realpath(destination), True)}
+        _wait(lambda: str(topics.get("future").partitions[0].directory.parent) == destination, "the move")
+        assert not list(topics.dirs.moves)
