@@ -182,8 +182,8 @@ class ReplicaMove:
             Path(self.future, name).unlink(missing_ok=True)
 
     async def run(self, swap: Callable[[PartitionLog, str], None]) -> None:
-        """Copy and catch up off the loop, then finish on it: ``swap(old log, its new directory)``
-        reopens the log there. Cancelled or failed: the future directory is removed and the log stays."""
+        """Copy and catch up off the loop, then finish on it: ``swap(the log, its new directory)``
+        relocates the (closed) log there. Cancelled or failed: the future directory is removed and the log stays."""
         closed = False
         try:
             for _ in range(_CATCH_UP_ROUNDS):

@@ -454,14 +454,12 @@ class TopicManager:
         move = ReplicaMove(partition_log, destination)
         self.dirs.moves[partition_log.name] = move
 
-        def swap(old: PartitionLog, directory: str) -> None:
-            reopened = PartitionLog(directory, old.config, remote=old.remote, descriptors=self.descriptors,
-                                    leader_epoch=old.leader_epoch, lazy=True)
-            if index < len(topic.partitions) and topic.partitions[index] is old and self.topics.get(topic.name) is topic:
-                topic.partitions[index] = reopened
-            if directory != old._directory:  # the old folder renamed at once, then deleted off the loop
-                gone = f"{old._directory}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
-                os.replace(old._directory, gone)
+        def swap(moved: PartitionLog, directory: str) -> None:
+            previous = moved._directory
+            moved.relocate(directory)
+            if directory != previous:  # the old folder renamed at once, then deleted off the loop
+                gone = f"{previous}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
+                os.replace(previous, gone)
                 asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone, True)
 
         async def run() -> None:

@@ -495,6 +495,16 @@ class PartitionLog:
         os.replace(tmp, marker)
         self.local.close()
 
+    def relocate(self, directory: str | Path) -> None:
+        """Serve from ``directory`` from now on, which holds a copy of this log's closed files (a move
+        to another log directory, AlterReplicaLogDirs): the same object, so every holder follows,
+        reopened there on first use."""
+        self.close()
+        for name in _OPENED:
+            self.__dict__.pop(name, None)
+        self._directory = os.fspath(directory)
+        self._closed = self._loaded = False
+
     def delete(self) -> None:
         """Close and remove the partition's files, local and remote (DeleteTopics)."""
         self.detach()

@@ -60,15 +60,28 @@ def test_move_a_partition_while_a_producer_writes(dirs):
         destination = next(d for d in resolved if d != source)
 
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
-        sent, stop = [], threading.Event()
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                                 fetch_max_wait_ms=100)
+        consumer.assign([TopicPartition("moving", 0)])
+        sent: list[bytes] = []
+        read: list[bytes] = []
+        stop = threading.Event()
 
         def produce() -> None:
             while not stop.is_set() or len(sent) < 200:
                 value = b"%06d" % len(sent)
                 producer.send("moving", value, partition=0).get(timeout=TIMEOUT)
                 sent.append(value)
-        writer = threading.Thread(target=produce)
+
+        def consume() -> None:  # a consumer reading through the move
+            deadline = time.monotonic() + 3 * TIMEOUT
+            while not (stop.is_set() and not writer.is_alive() and len(read) >= len(sent)) \
+                    and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=200).values():
+                    read.extend(record.value for record in records)
+        writer, reader = threading.Thread(target=produce), threading.Thread(target=consume)
         writer.start()
+        reader.start()
         try:
             _wait(lambda: len(sent) >= 100, "records before the move")
             result = admin.alter_replica_log_dirs({TopicPartitionReplica("moving", 0, 0): destination})
@@ -77,16 +90,13 @@ def test_move_a_partition_while_a_producer_writes(dirs):
         finally:
             stop.set()
             writer.join(TIMEOUT)
+            reader.join(3 * TIMEOUT)
         producer.close()
-        assert not writer.is_alive()
+        consumer.close()
+        assert not writer.is_alive() and not reader.is_alive()
+        assert read == sent  # every record, in order, once
         assert not (dirs[0 if source == resolved[0] else 1] / "moving-0").exists()
         assert list((dirs[0 if destination == resolved[0] else 1] / "moving-0").glob("*.log"))
-        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=5000)
-        consumer.assign([TopicPartition("moving", 0)])
-        read = [record.value for record in consumer]
-        consumer.close()
-        assert read == sent
         admin.close()
 
 
