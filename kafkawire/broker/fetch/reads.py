@@ -100,6 +100,10 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.records = b""
             read.error = _OFFSET_OUT_OF_RANGE
             continue
+        except OSError:  # the log's directory failed (the fetch handler takes it offline)
+            read.records = b""
+            read.error = ErrorCode.KAFKA_STORAGE_ERROR
+            continue
         else:
             read.high_watermark = result.high_watermark
             read.last_stable_offset = result.last_stable_offset

@@ -313,7 +313,11 @@ class PartitionLog:
         config = self.config
         base_offset = self.log_end_offset
         last_offset = base_offset + batch.last_offset_delta
-        active = self.active_segment_for(batch.size, batch.new_max_timestamp, last_offset, now)
+        try:
+            active = self.active_segment_for(batch.size, batch.new_max_timestamp, last_offset, now)
+        except OSError as error:  # rolling a new segment failed
+            raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"Error while rolling a segment of {self.name}: {error}") from None
         producer_id = batch.producer_id
         transactional = bool(batch.attributes & TRANSACTIONAL_FLAG)
         producers = self.producer_state

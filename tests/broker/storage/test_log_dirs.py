@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from kafkawire import messages as m
 from kafkawire.broker import BrokerConfig
 from kafkawire.broker.background import BrokerThread
 
@@ -16,6 +17,8 @@ kafka = pytest.importorskip("kafka")
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.errors import KafkaStorageError  # noqa: E402
 from kafka.structs import TopicPartition, TopicPartitionReplica  # noqa: E402
+from support.broker_harness import RawClient  # noqa: E402
+from support.broker_wire import by_partition, fetch  # noqa: E402
 
 TIMEOUT = 30
 
@@ -128,6 +131,13 @@ def test_a_failed_directory_goes_offline_and_the_other_serves(dirs):
         assert producer.send("failing", b"y", partition=1).get(timeout=TIMEOUT).offset == 0
         producer.close()
         admin.close()
+        with RawClient(broker.port) as client:  # Fetch and ListOffsets: the lost partition only
+            fetched = by_partition(fetch(client, [("failing", 0, 0, 1 << 20), ("failing", 1, 0, 1 << 20)]))
+            assert [fetched[("failing", p)].error_code for p in (0, 1)] == [56, 0]
+            listed = client.request(m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+                name="failing", partitions=[m.ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1)
+                                            for p in (0, 1)])]), 7)
+            assert [(p.error_code, p.offset) for p in listed.topics[0].partitions] == [(56, -1), (0, 1)]
 
 
 def test_restart_finds_partitions_in_every_directory(dirs):
@@ -152,7 +162,6 @@ def test_restart_finds_partitions_in_every_directory(dirs):
 def test_describe_log_dirs_shows_the_future_log_of_a_move(dirs):
     """While a move is under way (here: started, its copy not yet run), DescribeLogDirs shows the
     partition's future log in the directory it goes to, beside the current one."""
-    from kafkawire import messages as m
     from kafkawire.broker.apis.partitions_admin import PartitionAdminApis
 
     with _broker(dirs) as broker:
@@ -172,3 +181,26 @@ def test_describe_log_dirs_shows_the_future_log_of_a_move(dirs):
         assert shown == {(os.path.realpath(source), False), (os.path.realpath(destination), True)}
         _wait(lambda: str(topics.get("future").partitions[0].directory.parent) == destination, "the move")
         assert not list(topics.dirs.moves)
+
+
+def test_an_append_that_fails_takes_its_directory_offline(dirs, monkeypatch):
+    """The I/O error itself (a segment roll in a removed directory), not the periodic check, takes the
+    directory offline."""
+    from kafka import KafkaProducer
+    from kafkawire.broker import server
+    monkeypatch.setattr(server, "_LOG_DIR_CHECK_S", 3600.0)
+    with _broker(dirs, segment_bytes=1024) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("rolling", 2, 1)])
+        admin.close()
+        topics = broker.broker.topics
+        lost = str(topics.get("rolling").partitions[0].directory.parent)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+        producer.send("rolling", b"a" * 600, partition=0).get(timeout=TIMEOUT)
+        shutil.rmtree(lost)
+        assert not topics.dirs.offline
+        with pytest.raises(KafkaStorageError):  # the second batch rolls a segment: there is no folder
+            producer.send("rolling", b"b" * 600, partition=0).get(timeout=TIMEOUT)
+        assert topics.dirs.offline == {lost}
+        assert producer.send("rolling", b"c", partition=1).get(timeout=TIMEOUT).offset == 0
+        producer.close()
