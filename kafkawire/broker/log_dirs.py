@@ -76,7 +76,7 @@ class LogDirs:
             raise OSError("every log directory is offline")
         counts = dict.fromkeys(online, 0)
         for partition_log in logs:
-            parent = os.path.dirname(partition_log._directory)
+            parent = partition_log.log_dir
             if parent in counts:
                 counts[parent] += 1
         chosen = []
@@ -94,14 +94,14 @@ class LogDirs:
             log.error("log directory %s is offline: %s", directory, error)
             self.offline.add(directory)
         for partition_log in logs:
-            if os.path.dirname(partition_log._directory) == directory and not partition_log.offline:
+            if partition_log.log_dir == directory and not partition_log.offline:
                 partition_log.offline = True
                 try:
                     partition_log.detach()
                 except OSError:
                     pass
-        for name, move in list(self.moves.items()):
-            if directory in (move.destination, os.path.dirname(move.log._directory)):
+        for move in list(self.moves.values()):
+            if directory in (move.destination, move.log.log_dir):
                 move.cancel()
         return True
 
@@ -143,7 +143,7 @@ class ReplicaMove:
         """Files changed since copied (only the segments' .log files, or every file), and the bytes
         of those segments still to copy."""
         names, total = [], 0
-        with os.scandir(self.log._directory) as entries:
+        with os.scandir(str(self.log.directory)) as entries:
             for entry in entries:
                 is_segment = entry.name.endswith(".log")
                 if not entry.is_file() or (segments_only and not is_segment):
@@ -157,7 +157,7 @@ class ReplicaMove:
 
     def _copy(self, names: list[str]) -> None:
         """Copy these files; a segment's .log, appended to only, from where the last copy ended."""
-        source = self.log._directory
+        source = str(self.log.directory)
         os.makedirs(self.future, exist_ok=True)
         for name in names:
             path, target = os.path.join(source, name), os.path.join(self.future, name)
@@ -208,7 +208,7 @@ class ReplicaMove:
             log.error("moving %s to %s failed: %s", self.log.name, self.destination, error)
             self.cancelled = True
             if closed:  # the current log serves again where it was
-                swap(self.log, self.log._directory)
+                swap(self.log, str(self.log.directory))
         finally:
             if self.cancelled or os.path.isdir(self.future):
                 await asyncio.to_thread(shutil.rmtree, self.future, True)

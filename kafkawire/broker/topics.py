@@ -109,7 +109,7 @@ class TopicManager:
             directories = [found.get(f"{topic.name}-{index}") for index in range(entry["partitions"])]
             if self.dirs.several:  # a partition whose folder is nowhere starts afresh where new ones go
                 missing = [index for index, directory in enumerate(directories) if directory is None]
-                for index, directory in zip(missing, self.dirs.place(len(missing), self.all_logs_only())):
+                for index, directory in zip(missing, self.dirs.place(len(missing), self.every_log())):
                     directories[index] = directory
             topic.partitions = [self._open_log(topic, index, log_config, lazy=True, directory=directory)
                                 for index, directory in enumerate(directories)]
@@ -184,7 +184,7 @@ class TopicManager:
             for index, log in enumerate(topic.partitions):
                 yield topic, index, log
 
-    def all_logs_only(self) -> Iterator[PartitionLog]:
+    def every_log(self) -> Iterator[PartitionLog]:
         for topic in self.topics.values():
             yield from topic.partitions
 
@@ -246,7 +246,7 @@ class TopicManager:
             results.append(topic)
         try:
             if self.dirs.several:  # placed on the loop, which owns the logs counted
-                chosen = iter(self.dirs.place(sum(t.planned_partitions for t in accepted), self.all_logs_only()))
+                chosen = iter(self.dirs.place(sum(t.planned_partitions for t in accepted), self.every_log()))
                 self._placement.update((t.name, [next(chosen) for _ in range(t.planned_partitions)])
                                        for t in accepted)
             outcomes = await asyncio.to_thread(self._open_logs, accepted) if accepted else []
@@ -378,7 +378,7 @@ class TopicManager:
         if validate_only:
             return
         try:
-            placement = self.dirs.place(count - current, self.all_logs_only()) if self.dirs.several else None
+            placement = self.dirs.place(count - current, self.every_log()) if self.dirs.several else None
         except OSError as error:
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Creating partitions of {topic.name} failed: "
                                                              f"{error}") from None
@@ -432,13 +432,13 @@ class TopicManager:
     # ---- log directories (JBOD): failures and moves ----------------------------------------------
     def dir_failed(self, partition_log: PartitionLog, error: BaseException | str) -> None:
         """An I/O error on this log: with several log directories, its directory goes offline."""
-        self.dirs.fail(os.path.dirname(partition_log._directory), error, self.all_logs_only())
+        self.dirs.fail(partition_log.log_dir, error, self.every_log())
 
     def check_log_dirs(self) -> None:
         """Take offline the directories found gone or unwritable (several log directories only)."""
         if self.dirs.several:
             for directory in self.dirs.check():
-                self.dirs.fail(directory, "not a writable directory", self.all_logs_only())
+                self.dirs.fail(directory, "not a writable directory", self.every_log())
 
     def move(self, topic: Topic, index: int, destination: str) -> None:
         """Start moving the partition's log to ``destination`` (AlterReplicaLogDirs; checked by the
@@ -449,13 +449,13 @@ class TopicManager:
             if current.destination == destination and not current.cancelled:
                 return
             current.cancel()
-        if os.path.dirname(partition_log._directory) == destination:
+        if partition_log.log_dir == destination:
             return
         move = ReplicaMove(partition_log, destination)
         self.dirs.moves[partition_log.name] = move
 
         def swap(moved: PartitionLog, directory: str) -> None:
-            previous = moved._directory
+            previous = str(moved.directory)
             moved.relocate(directory)
             if directory != previous:  # the old folder renamed at once, then deleted off the loop
                 gone = f"{previous}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"

@@ -105,7 +105,7 @@ class PartitionAdminApis:
         by_dir: dict[str, dict[str, list]] = {directory: {} for directory in dirs.paths}
         for topic, index, partition_log in self.topics.all_logs():
             if wanted is None or (topic.name, index) in wanted:
-                shown = by_dir.get(os.path.dirname(partition_log._directory))
+                shown = by_dir.get(partition_log.log_dir)
                 if shown is not None:
                     shown.setdefault(topic.name, []).append(Partition(
                         partition_index=index, partition_size=0 if partition_log.offline else partition_log.size_in_bytes,

@@ -107,6 +107,11 @@ class PartitionLog:
     def directory(self) -> Path:
         return Path(self._directory)
 
+    @property
+    def log_dir(self) -> str:
+        """The log directory (one of log.dirs) holding this partition's folder."""
+        return os.path.dirname(self._directory)
+
     # ---- offsets --------------------------------------------------------------------------------
     @property
     def tiered(self) -> bool:
