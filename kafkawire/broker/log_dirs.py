@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 FUTURE_SUFFIX = "-future"  # Kafka's UnifiedLog.FutureDirSuffix
 _CATCH_UP_ROUNDS = 20
+_NOT_COPIED = (".tmp", ".cleaned", ".swap")  # a log cleaner's round in progress: not part of the log
 _SMALL_TAIL = 1 << 20  # what is left to copy once the copy is this close, copied on the loop in one go
 
 
@@ -146,7 +147,7 @@ class ReplicaMove:
         with os.scandir(str(self.log.directory)) as entries:
             for entry in entries:
                 is_segment = entry.name.endswith(".log")
-                if not entry.is_file() or (segments_only and not is_segment):
+                if not entry.is_file() or (segments_only and not is_segment) or entry.name.endswith(_NOT_COPIED):
                     continue
                 stat = entry.stat()
                 if self.copied.get(entry.name) != (stat.st_size, stat.st_mtime_ns):

@@ -326,7 +326,10 @@ class Broker:
         partition_log.apply_retention(now, copy_to_remote=False)
 
     def _logs(self) -> list[PartitionLog]:
-        return [partition_log for _, _, partition_log in self.topics.all_logs() if not partition_log.offline]
+        # (not a log in an offline directory, nor one being moved: Kafka pauses its cleaning too)
+        moving = self.topics.dirs.moves
+        return [partition_log for _, _, partition_log in self.topics.all_logs()
+                if not partition_log.offline and partition_log.name not in moving]
 
     async def _check_log_dirs(self) -> None:
         """With several log.dirs: a directory found gone or unwritable goes offline (its partitions
