@@ -151,7 +151,10 @@ def test_restart_finds_partitions_in_every_directory(dirs):
             producer.send("kept", b"%d" % partition, partition=partition).get(timeout=TIMEOUT)
         producer.close()
     assert (dirs[0] / "kept-0").is_dir() != (dirs[0] / "kept-1").is_dir()
+    leftover = dirs[1] / "kept-0.0123456789abcdef0123456789abcdef-future"  # a move a crash cut short
+    leftover.mkdir()
     with _broker(dirs) as broker:
+        assert not leftover.exists()
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                                  consumer_timeout_ms=3000)
         consumer.assign([TopicPartition("kept", 0), TopicPartition("kept", 1)])
