@@ -221,8 +221,10 @@ def _broker_config(args, command: str, defaults: dict[str, str] | None = None):
     data_dir = properties.pop("log.dirs", None) or properties.pop("log.dir", None)
     if not data_dir:
         return _refuse(command, "no data folder: give --data-dir or log.dirs")
-    if "," in data_dir:
-        return _refuse(command, f"log.dirs: one folder only, not {data_dir!r}")
+    for folder in data_dir.split(","):  # log.dirs (JBOD): every folder must be usable
+        problem = _folder_problem(folder.strip()) if folder.strip() else None
+        if problem:
+            return _refuse(command, f"log.dirs {folder.strip()}: {problem}")
     try:
         return BrokerConfig.from_properties(
             properties, data_dir=data_dir, host=args.host, port=args.port, advertised_host=args.advertised_host,

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
+_LOG_DIR_CHECK_S = 1.0  # how often each of several log directories is looked at
 
 _RETENTION_SLICE = 16  # partitions whose retention runs between two turns of the loop
 
@@ -88,6 +89,7 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
+        self._log_dir_checker: asyncio.Task[None] | None = None
         self._transaction_sweeper: asyncio.Task[None] | None = None
         self.cleaner: LogCleanerManager | None = None  # log.cleaner.enable: compaction in the background
         if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:  # one thread whatever it says
@@ -195,6 +197,8 @@ class Broker:
             self._token_sweeper = loop.create_task(self._expire_delegation_tokens())
         if self.config.freeze_heap:  # what the start built lives as long as the broker: no collection walks it
             gc.freeze()
+        if self.topics.dirs.several:
+            self._log_dir_checker = loop.create_task(self._check_log_dirs())
         if self.config.ignored_properties:  # accepted as Kafka's, named once so nobody expects them to work
             log.warning("Kafka settings with no effect in one kafkawire process: %s",
                         ", ".join(self.config.ignored_properties))
@@ -264,7 +268,7 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.stop()  # a round on a worker thread ends at its next batch
         for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task,
-                     self._token_sweeper):
+                     self._token_sweeper, self._log_dir_checker):
             if task is not None:
                 task.cancel()
         if self._servers:
@@ -311,7 +315,7 @@ class Broker:
         now = time.time_ns() // 1_000_000
         for count, (topic, index, partition_log) in enumerate(list(self.topics.all_logs()), 1):
             try:
-                if not partition_log.empty_on_disk():  # (an idle, empty partition stays unopened: cheap)
+                if not partition_log.offline and not partition_log.empty_on_disk():  # (an idle, empty partition stays unopened: cheap)
                     await self._retain(partition_log, now)
             except OSError:
                 log.exception("retention of %s-%d failed", topic.name, index)
@@ -329,7 +333,17 @@ class Broker:
         partition_log.apply_retention(now, copy_to_remote=False)
 
     def _logs(self) -> list[PartitionLog]:
-        return [partition_log for _, _, partition_log in self.topics.all_logs()]
+        # (not a log in an offline directory, nor one being moved: Kafka pauses its cleaning too)
+        moving = self.topics.dirs.moves
+        return [partition_log for _, _, partition_log in self.topics.all_logs()
+                if not partition_log.offline and partition_log.name not in moving]
+
+    async def _check_log_dirs(self) -> None:
+        """With several log.dirs: a directory found gone or unwritable goes offline (its partitions
+        answer KAFKA_STORAGE_ERROR), as Kafka's LogDirFailureChannel takes it on an I/O error."""
+        while True:
+            await asyncio.sleep(_LOG_DIR_CHECK_S)
+            self.topics.check_log_dirs()
 
     # ---- KIP-848 consumer groups --------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:

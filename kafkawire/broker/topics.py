@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..error_codes import ErrorCode
+from .log_dirs import FUTURE_SUFFIX, LogDirs, ReplicaMove
 from .metadata_cache import MetadataCache
 from .persistence.atomic_file import write_json_atomically
 from .config.broker_config import MAX_RECORDS_PER_USER_OP, BrokerConfig
@@ -43,6 +44,7 @@ _METADATA_FILE = "topics.json"
 _CLOSING_THREADS = 8
 _FREEZE_AFTER_PARTITIONS = 1000
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+_DELETE_SUFFIX = "-delete"  # a moved partition's old folder, being deleted (Kafka's DeleteDirSuffix)
 _LOG_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".tmp", ".kafkawire-clean-shutdown",
                       ".cleaned", ".swap", "leader-epoch-checkpoint", "log-start-offset")
 
@@ -95,34 +97,54 @@ class TopicManager:
         self.metadata_changes = 0
         self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
                        if config.remote_dir is not None else None)
+        self.dirs = LogDirs(config.log_dirs)
+        self._placement: dict[str, list[str]] = {}  # topic being created -> its partitions' directories
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.dirs.prepare()
         self.configs.load()
         path = self.config.data_dir / _METADATA_FILE
         if not path.exists():
             return
+        found = self.dirs.locate() if self.dirs.several else {}  # partition folder -> its log directory
         for entry in json.loads(path.read_text()):
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), dict(entry["configs"]))
             log_config = self.log_config(topic.configs)  # (one for all the topic's partitions)
-            topic.partitions = [self._open_log(topic, index, log_config)
-                                for index in range(entry["partitions"])]
+            directories = [found.get(f"{topic.name}-{index}") for index in range(entry["partitions"])]
+            if self.dirs.several:  # a partition whose folder is nowhere starts afresh where new ones go
+                missing = [index for index, directory in enumerate(directories) if directory is None]
+                for index, directory in zip(missing, self.dirs.place(len(missing), self.every_log())):
+                    directories[index] = directory
+            topic.partitions = [self._open_log(topic, index, log_config, directory=directory)
+                                for index, directory in enumerate(directories)]
             self._add(topic)
         self._remove_stray_logs()
 
     def _remove_stray_logs(self) -> None:
         """Delete partition directories no topic owns: a creation or deletion cut short by a crash
-        (Kafka likewise deletes the logs of partitions its metadata no longer has)."""
-        with os.scandir(self.config.data_dir) as entries:  # (a DirEntry knows whether it is a folder)
-            stray = [Path(entry.path) for entry in entries if self._stray(entry.name) and entry.is_dir()]
-        for entry in stray:
+        (Kafka likewise deletes the logs of partitions its metadata no longer has), and the future and
+        old folders of a move cut short (the move is not resumed: AlterReplicaLogDirs starts it again)."""
+        for directory in self.dirs.online():
+            with os.scandir(directory) as entries:  # (a DirEntry knows whether it is a folder)
+                stray = [Path(entry.path) for entry in entries if entry.is_dir() and self._stray(entry.name)]
+            for entry in stray:
+                self._remove_stray(entry)
+
+    def _remove_stray(self, entry: Path) -> None:
+        if entry.name.endswith((FUTURE_SUFFIX, _DELETE_SUFFIX)):
+            log.warning("removing %s: a partition move cut short", entry)
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
             if all(f.is_file() and f.name.endswith(_LOG_FILE_SUFFIXES) for f in entry.iterdir()):
                 log.warning("removing %s: no topic owns this partition directory", entry)
                 shutil.rmtree(entry, ignore_errors=True)
 
     def _stray(self, name: str) -> bool:
-        """Whether ``name`` looks like a partition's folder that no topic owns."""
+        """Whether ``name`` looks like a partition's folder that no topic owns (or a move's leftover)."""
+        if name.endswith((FUTURE_SUFFIX, _DELETE_SUFFIX)):
+            return _PARTITION_DIR.fullmatch(name.rsplit(".", 1)[0]) is not None
         match = _PARTITION_DIR.fullmatch(name)
         if match is None:
             return False
@@ -170,6 +192,10 @@ class TopicManager:
         for topic in self.topics.values():
             for index, log in enumerate(topic.partitions):
                 yield topic, index, log
+
+    def every_log(self) -> Iterator[PartitionLog]:
+        for topic in self.topics.values():
+            yield from topic.partitions
 
     # ---- changes ----------------------------------------------------------------------------------
     def plan(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
@@ -226,6 +252,16 @@ class TopicManager:
             accepted.append(topic)
             results.append(topic)
         try:
+            if self.dirs.several:  # placed on the loop, which owns the logs counted
+                try:
+                    chosen = iter(self.dirs.place(sum(t.planned_partitions for t in accepted), self.every_log()))
+                except OSError as error:  # every log directory offline
+                    for topic in accepted:
+                        self.partition_count -= topic.planned_partitions
+                    return [TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Creating topic {t.name} failed: {error}")
+                            if isinstance(t, Topic) and t in accepted else t for t in results]
+                self._placement.update((t.name, [next(chosen) for _ in range(t.planned_partitions)])
+                                       for t in accepted)
             if accepted:
                 await asyncio.to_thread(self._new_logs, accepted)
             for topic in accepted:
@@ -236,6 +272,7 @@ class TopicManager:
                 self._created([log for topic in accepted for log in topic.partitions])
         finally:
             for topic in accepted:
+                self._placement.pop(topic.name, None)
                 self._creating.pop(topic.name).set_result(self.topics.get(topic.name))
         return results
 
@@ -248,7 +285,10 @@ class TopicManager:
         """Each topic's partition logs (on a worker thread: thousands of objects)."""
         for topic in topics:
             log_config = self.log_config(topic.configs)  # once for the topic, not per partition
-            topic.partitions = [self._open_log(topic, index, log_config) for index in range(topic.planned_partitions)]
+            placement = self._placement.get(topic.name)
+            topic.partitions = [self._open_log(topic, index, log_config,
+                                               directory=placement[index] if placement else None)
+                                for index in range(topic.planned_partitions)]
 
     def _created(self, logs: list[PartitionLog]) -> None:
         """New logs, recorded: their folders to make, and with ``freeze_heap``, once a thousand or more
@@ -357,10 +397,16 @@ class TopicManager:
                              f"max.broker.partitions ({limit}); it hosts {self.partition_count}.")
         if validate_only:
             return
+        try:
+            placement = self.dirs.place(count - current, self.every_log()) if self.dirs.several else None
+        except OSError as error:  # every log directory offline
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Creating partitions of {topic.name} failed: "
+                                                             f"{error}") from None
         log_config = self.log_config(topic.configs)
         self.partition_count += count - current
-        added = await asyncio.to_thread(lambda: [self._open_log(topic, index, log_config)
-                                                 for index in range(current, count)])
+        added = await asyncio.to_thread(lambda: [
+            self._open_log(topic, index, log_config, directory=placement[index - current] if placement else None)
+            for index in range(current, count)])
         if self.topics.get(topic.name) is not topic:  # deleted meanwhile
             self.partition_count -= count - current
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -376,14 +422,58 @@ class TopicManager:
         except ConfigError as failure:
             raise TopicError(failure.code, failure.message) from None
 
-    def _log_dir(self, name: str, partition: int) -> str:
-        return os.path.join(self.config.data_dir, f"{name}-{partition}")
+    def _log_dir(self, name: str, partition: int, directory: str | None = None) -> str:
+        return os.path.join(directory if directory is not None else self.config.data_dir, f"{name}-{partition}")
 
-    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig) -> PartitionLog:
-        """A partition's log, opened on first use (a new one's folder is made by ``_make_folders`` or then)."""
+    def _open_log(self, topic: Topic, partition: int, log_config: LogConfig, *,
+                  directory: str | None = None) -> PartitionLog:
+        """A partition's log in ``directory`` (one of log.dirs; None: the first), opened on first use (a new
+        one's folder is made by ``_make_folders`` or then)."""
         remote = self.remote if log_config.remote_storage_enable else None
-        return PartitionLog(self._log_dir(topic.name, partition), log_config, remote=remote,
+        return PartitionLog(self._log_dir(topic.name, partition, directory), log_config, remote=remote,
                             descriptors=self.descriptors, lazy=True)
+
+    # ---- log directories (JBOD): failures and moves ----------------------------------------------
+    def dir_failed(self, partition_log: PartitionLog, error: BaseException | str) -> None:
+        """An I/O error on this log: with several log directories, its directory goes offline."""
+        self.dirs.fail(partition_log.log_dir, error, self.every_log())
+
+    def check_log_dirs(self) -> None:
+        """Take offline the directories found gone or unwritable (several log directories only)."""
+        if self.dirs.several:
+            for directory in self.dirs.check():
+                self.dirs.fail(directory, "not a writable directory", self.every_log())
+
+    def move(self, topic: Topic, index: int, destination: str) -> None:
+        """Start moving the partition's log to ``destination`` (AlterReplicaLogDirs; checked by the
+        caller): a move elsewhere in progress is cancelled, one to the same place goes on."""
+        partition_log = topic.partitions[index]
+        current = self.dirs.moves.get(partition_log.name)
+        if current is not None:
+            if current.destination == destination and not current.cancelled:
+                return
+            current.cancel()
+        if partition_log.log_dir == destination:
+            return
+        move = ReplicaMove(partition_log, destination)
+        self.dirs.moves[partition_log.name] = move
+
+        def swap(moved: PartitionLog, directory: str) -> None:
+            previous = str(moved.directory)
+            moved.relocate(directory)
+            if directory != previous:  # the old folder renamed at once, then deleted off the loop
+                gone = f"{previous}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
+                os.replace(previous, gone)
+                asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, gone, True)
+
+        async def run() -> None:
+            try:
+                await move.run(swap)
+            finally:
+                if self.dirs.moves.get(partition_log.name) is move:
+                    del self.dirs.moves[partition_log.name]
+        move.task = asyncio.get_running_loop().create_task(run())  # (held: the loop keeps weak references)
+
 
 def _check_name(name: str) -> None:
     if not name or name in (".", ".."):

@@ -90,6 +90,9 @@ class FetchApi:
             # re-read everything, as Kafka does
             await read_partitions(reads, max_bytes, use_remote_max_bytes=use_remote_max_bytes,
                                   remote_wait_s=remote_wait_s, read_committed=read_committed)
+        for read in reads:  # an I/O error reading: with several log directories, its directory goes offline
+            if read.error == ErrorCode.KAFKA_STORAGE_ERROR and read.log is not None and not read.log.offline:
+                self.topics.dir_failed(read.log, "a read failed")
         if self.metrics is not None:
             self._count(self.metrics, reads, max_bytes, read_committed)
         return self._fetch_response(session, reads, version, read_committed, context.listener, context.advertised)

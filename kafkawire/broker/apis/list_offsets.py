@@ -40,6 +40,8 @@ class ListOffsetsApi:
                     result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif partition_log is None:
                     result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif partition_log.offline:  # its log directory failed
+                    result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 elif refused := self.state.view.leader_error(
                         topic.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1):
                     result.error_code = refused

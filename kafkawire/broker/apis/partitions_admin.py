@@ -1,8 +1,10 @@
-"""The partition admin APIs: CreatePartitions, DeleteRecords, DescribeLogDirs, DescribeTopicPartitions,
-and OffsetForLeaderEpoch, for a single broker that leads every partition."""
+"""The partition admin APIs: CreatePartitions, DeleteRecords, DescribeLogDirs (every log directory, a
+moving partition's future log included), DescribeTopicPartitions, and OffsetForLeaderEpoch, for a single broker that leads every partition."""
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
@@ -102,24 +104,42 @@ class PartitionAdminApis:
                                 context: RequestContext) -> m.DescribeLogDirsResponse:
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             return m.DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
+        self.topics.check_log_dirs()
         wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
-        by_topic: dict[str, list] = {}
+        Partition = m.DescribeLogDirsResponse.DescribeLogDirsPartition
+        dirs = self.topics.dirs
+        by_dir: dict[str, dict[str, list]] = {directory: {} for directory in dirs.paths}
         for topic, index, partition_log in self.topics.all_logs():
             if wanted is None or (topic.name, index) in wanted:
-                by_topic.setdefault(topic.name, []).append(m.DescribeLogDirsResponse.DescribeLogDirsPartition(
-                    partition_index=index, partition_size=partition_log.size_in_bytes, offset_lag=0,
-                    is_future_key=False))
-        data_dir = self.config.data_dir.resolve()
+                shown = by_dir.get(partition_log.log_dir)
+                if shown is not None:
+                    shown.setdefault(topic.name, []).append(Partition(
+                        partition_index=index, partition_size=0 if partition_log.offline else partition_log.size_in_bytes,
+                        offset_lag=0, is_future_key=False))
+                move = dirs.moves.get(partition_log.name)
+                if move is not None and not move.cancelled:  # the future log, in the directory it goes to
+                    by_dir[move.destination].setdefault(topic.name, []).append(Partition(
+                        partition_index=index, partition_size=move.future_size, offset_lag=move.offset_lag(),
+                        is_future_key=True))
+        return m.DescribeLogDirsResponse(error_code=0, results=[
+            self._log_dir_result(directory, topics, directory in dirs.offline) for directory, topics in by_dir.items()])
+
+    @staticmethod
+    def _log_dir_result(directory: str, topics: dict[str, list], offline: bool):
+        """One directory's entry: offline, KAFKA_STORAGE_ERROR and nothing else (as Kafka's)."""
+        shown = str(Path(directory).resolve())
+        if offline:
+            return m.DescribeLogDirsResponse.DescribeLogDirsResult(
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=shown, total_bytes=-1, usable_bytes=-1, topics=[])
         try:
-            usage = shutil.disk_usage(data_dir)
+            usage = shutil.disk_usage(directory)
             total, usable = usage.total, usage.free
         except OSError:
             total = usable = -1
-        result = m.DescribeLogDirsResponse.DescribeLogDirsResult(
-            error_code=0, log_dir=str(data_dir), total_bytes=total, usable_bytes=usable, topics=[
+        return m.DescribeLogDirsResponse.DescribeLogDirsResult(
+            error_code=0, log_dir=shown, total_bytes=total, usable_bytes=usable, topics=[
                 m.DescribeLogDirsResponse.DescribeLogDirsTopic(name=name, partitions=partitions)
-                for name, partitions in by_topic.items()])
-        return m.DescribeLogDirsResponse(error_code=0, results=[result])
+                for name, partitions in topics.items()])
 
     # ---- DescribeTopicPartitions ----------------------------------------------------------------
     async def describe_topic_partitions(self, request: m.DescribeTopicPartitionsRequest, version: int,

@@ -207,6 +207,8 @@ class ProduceHandler:
                 response.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif item.refused:
                 response.error_code = item.refused
+            elif item.log.offline:  # its log directory failed
+                response.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             elif item.records is None:
                 response.error_code = ErrorCode.CORRUPT_MESSAGE
             elif item.error is not None:
@@ -225,6 +227,8 @@ class ProduceHandler:
                                                    in_place=True)
                 except LogAppendError as failure:
                     _set_error(response, failure, item.log)
+                    if failure.error_code == ErrorCode.KAFKA_STORAGE_ERROR and not item.log.closed:
+                        self.topics.dir_failed(item.log, failure.message)
                 else:
                     response.base_offset = result.base_offset
                     response.log_append_time_ms = result.log_append_time

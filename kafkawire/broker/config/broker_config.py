@@ -9,6 +9,7 @@ the broker's memory or descriptors (``queued.max.request.bytes``, ``max.broker.p
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ MAX_RECORDS_PER_USER_OP = 10000
 
 @dataclass
 class BrokerConfig:
-    data_dir: Path  # log.dirs (one directory)
+    data_dir: Path  # log.dirs' first directory (or "a,b,c": all of log.dirs): topics.json, groups, ACLs...
     host: str = "127.0.0.1"
     port: int = 9092  # 0 picks a free port (the Broker exposes the one bound)
     advertised_host: str | None = None  # what Metadata tells clients; defaults to host
@@ -163,9 +164,18 @@ class BrokerConfig:
     quota_window_size_seconds: int = 1  # quota.window.size.seconds
     controller_quota_window_num: int = 11  # controller.quota.window.num
     controller_quota_window_size_seconds: int = 1  # controller.quota.window.size.seconds
+    # log.dirs (JBOD): every directory partition logs may live in, data_dir first; a data_dir of
+    # comma-separated folders gives them all
+    log_dirs: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
-        self.data_dir = Path(self.data_dir)
+        named = [Path(part.strip()) for part in os.fspath(self.data_dir).split(",") if part.strip()]
+        if not named:
+            raise ValueError("log.dirs: no directory given")
+        dirs = list(dict.fromkeys(named + [Path(d) for d in self.log_dirs]))
+        if len({os.path.abspath(d) for d in dirs}) != len(dirs):
+            raise ValueError(f"log.dirs: a directory is named twice in {', '.join(map(str, dirs))}")
+        self.data_dir, self.log_dirs = dirs[0], tuple(dirs)
         if self.remote_dir is not None:
             self.remote_dir = Path(self.remote_dir)
         if self.tap_path is not None:

@@ -223,6 +223,17 @@ def _describe_log_dirs(request, version, code, message):
         error_code=code, log_dir="", topics=[])])
 
 
+def _alter_replica_log_dirs(request, version, code, message):
+    Response = m.AlterReplicaLogDirsResponse
+    partitions: dict[str, list] = {}
+    for wanted in request.dirs:
+        for topic in wanted.topics:
+            partitions.setdefault(topic.name, []).extend(
+                Response.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code) for p in topic.partitions)
+    return Response(results=[Response.AlterReplicaLogDirTopicResult(topic_name=name, partitions=found)
+                             for name, found in partitions.items()])
+
+
 def _create_partitions(request, version, code, message):
     return m.CreatePartitionsResponse(results=[m.CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=t.name, error_code=code, error_message=message) for t in request.topics])
@@ -309,6 +320,7 @@ _BUILDERS: dict[int, Callable[..., Any]] = {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.ALTER_CONFIGS: _alter_configs("AlterConfigsResponse"),
     ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.ELECT_LEADERS: _elect_leaders,

@@ -54,6 +54,7 @@ ROUTES: dict[int, tuple[str, str, str]] = {
     ApiKey.DELETE_RECORDS: ("partitions_admin", "PartitionAdminApis", "delete_records"),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: ("partitions_admin", "PartitionAdminApis", "offset_for_leader_epoch"),
     ApiKey.DESCRIBE_LOG_DIRS: ("partitions_admin", "PartitionAdminApis", "describe_log_dirs"),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: ("log_dirs", "LogDirApis", "alter_replica_log_dirs"),
     ApiKey.CREATE_PARTITIONS: ("partitions_admin", "PartitionAdminApis", "create_partitions"),
     ApiKey.ELECT_LEADERS: ("reassignments", "ReassignmentApis", "elect_leaders"),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("reassignments", "ReassignmentApis", "alter_partition_reassignments"),

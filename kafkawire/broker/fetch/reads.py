@@ -71,6 +71,10 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             read.error = read.refused or (ErrorCode.TOPIC_AUTHORIZATION_FAILED if read.denied
                                           else _UNKNOWN_TOPIC if read.topic is not None else _UNKNOWN_TOPIC_ID)
             continue
+        if log.offline:  # its log directory failed
+            read.records = b""
+            read.error = ErrorCode.KAFKA_STORAGE_ERROR
+            continue
         request = read.request
         if request.partition_max_bytes < 0 or (request.remote_partition_max_bytes or 0) < 0:
             read.records = b""
@@ -95,6 +99,10 @@ async def read_partitions(reads: list[PartitionRead], max_bytes: int, *, hard_ma
             _snapshot_offsets(read, log)
             read.records = b""
             read.error = _OFFSET_OUT_OF_RANGE
+            continue
+        except OSError:  # the log's directory failed (the fetch handler takes it offline)
+            read.records = b""
+            read.error = ErrorCode.KAFKA_STORAGE_ERROR
             continue
         else:
             read.high_watermark = result.high_watermark

@@ -92,6 +92,7 @@ class PartitionLog:
         self._descriptors = descriptors
         self._closed = False
         self._loaded = False
+        self.offline = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request (broker.log_dirs)
         if not lazy:
             self._load()
 
@@ -105,6 +106,11 @@ class PartitionLog:
     @property
     def directory(self) -> Path:
         return Path(self._directory)
+
+    @property
+    def log_dir(self) -> str:
+        """The log directory (one of log.dirs) holding this partition's folder."""
+        return os.path.dirname(self._directory)
 
     # ---- offsets --------------------------------------------------------------------------------
     @property
@@ -338,7 +344,11 @@ class PartitionLog:
         config = self.config
         base_offset = self.log_end_offset
         last_offset = base_offset + batch.last_offset_delta
-        active = self.active_segment_for(batch.size, batch.new_max_timestamp, last_offset, now)
+        try:
+            active = self.active_segment_for(batch.size, batch.new_max_timestamp, last_offset, now)
+        except OSError as error:  # rolling a new segment failed
+            raise LogAppendError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"Error while rolling a segment of {self.name}: {error}") from None
         producer_id = batch.producer_id
         transactional = bool(batch.attributes & TRANSACTIONAL_FLAG)
         producers = self.producer_state
@@ -520,6 +530,16 @@ class PartitionLog:
         tmp.write_text(f"{active.base_offset} {active.size}")
         os.replace(tmp, marker)
         self.local.close()
+
+    def relocate(self, directory: str | Path) -> None:
+        """Serve from ``directory`` from now on, which holds a copy of this log's closed files (a move
+        to another log directory, AlterReplicaLogDirs): the same object, so every holder follows,
+        reopened there on first use."""
+        self.close()
+        for name in _OPENED:
+            self.__dict__.pop(name, None)
+        self._directory = os.fspath(directory)
+        self._closed = self._loaded = False
 
     def delete(self) -> None:
         """Close and remove the partition's files, local and remote (DeleteTopics)."""

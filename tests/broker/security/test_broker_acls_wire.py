@@ -187,6 +187,11 @@ CASES = [
      lambda r: r.results[0].error_code == CLUSTER_AUTH and not r.results[0].configs),
     ("DescribeLogDirs", 4, lambda: m.DescribeLogDirsRequest(topics=None),  # DESCRIBE on the cluster
      lambda r: r.error_code == 0 and r.results, lambda r: r.error_code == CLUSTER_AUTH and not r.results),
+    ("AlterReplicaLogDirs", 2, lambda: m.AlterReplicaLogDirsRequest(dirs=[  # ALTER on the cluster
+        m.AlterReplicaLogDirsRequest.AlterReplicaLogDir(path="/no/such/log/dir", topics=[
+            m.AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name=TOPIC, partitions=[0])])]),
+     lambda r: r.results[0].partitions[0].error_code == ErrorCode.LOG_DIR_NOT_FOUND,  # authorized, then checked
+     lambda r: r.results[0].partitions[0].error_code == CLUSTER_AUTH),
     ("DescribeTopicPartitions", 0, lambda: m.DescribeTopicPartitionsRequest(topics=[
         m.DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)], response_partition_limit=10),  # DESCRIBE
      lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions,
