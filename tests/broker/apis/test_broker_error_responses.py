@@ -93,6 +93,8 @@ def _expected_errors(key: int, version: int, request) -> int:
         return _count(request.groups_names)
     if key == 43:
         return (1 if version >= 1 else 0) + _count(request.topic_partitions, "partitions")
+    if key == 34:  # AlterReplicaLogDirs: each partition of each directory
+        return sum(_count(d.topics, "partitions") for d in request.dirs)
     if key == 49:  # AlterClientQuotas: each entry
         return _count(request.entries)
     if key == 45:  # AlterPartitionReassignments: at the top and for each partition, as Kafka's
