@@ -50,16 +50,16 @@ class DelegationTokenApis:
             error = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
         else:
             token = self.tokens.create(owner, requester, renewers, request.max_lifetime_ms)
-            return self._created(token)
+            return self._created(token, version)
         owner_type, owner_name = _split(owner)
-        requester_type, requester_name = _split(requester)
+        requester_type, requester_name = _requester(requester, version)
         return m.CreateDelegationTokenResponse(
             error_code=error, principal_type=owner_type, principal_name=owner_name,
             token_requester_principal_type=requester_type, token_requester_principal_name=requester_name)
 
-    def _created(self, token: TokenInformation) -> m.CreateDelegationTokenResponse:
+    def _created(self, token: TokenInformation, version: int) -> m.CreateDelegationTokenResponse:
         owner_type, owner_name = _split(token.owner)
-        requester_type, requester_name = _split(token.requester)
+        requester_type, requester_name = _requester(token.requester, version)
         return m.CreateDelegationTokenResponse(
             error_code=ErrorCode.NONE, principal_type=owner_type, principal_name=owner_name,
             token_requester_principal_type=requester_type, token_requester_principal_name=requester_name,
@@ -94,7 +94,7 @@ class DelegationTokenApis:
         owners = None if request.owners is None else [f"{o.principal_type}:{o.principal_name}"
                                                       for o in request.owners]
         return m.DescribeDelegationTokenResponse(error_code=ErrorCode.NONE, tokens=[
-            self._described(token) for token in self.tokens.tokens()
+            self._described(token, version) for token in self.tokens.tokens()
             if (owners is None or any(token.owner_or_renewer(owner) for owner in owners))
             and self._may_describe(context, token)])
 
@@ -105,14 +105,20 @@ class DelegationTokenApis:
             or self.state.allowed(context, Operation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id) \
             or self.state.allowed(context, Operation.DESCRIBE_TOKENS, ResourceType.USER, token.owner)
 
-    def _described(self, token: TokenInformation) -> m.DescribeDelegationTokenResponse.DescribedDelegationToken:
+    def _described(self, token: TokenInformation,
+                   version: int) -> m.DescribeDelegationTokenResponse.DescribedDelegationToken:
         Described = m.DescribeDelegationTokenResponse.DescribedDelegationToken
         Renewer = m.DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
         owner_type, owner_name = _split(token.owner)
-        requester_type, requester_name = _split(token.requester)
+        requester_type, requester_name = _requester(token.requester, version)
         return Described(principal_type=owner_type, principal_name=owner_name,
                          token_requester_principal_type=requester_type,
                          token_requester_principal_name=requester_name, issue_timestamp=token.issue_ms,
                          expiry_timestamp=token.expiry_ms, max_timestamp=token.max_ms, token_id=token.token_id,
                          hmac=self.tokens.hmac(token.token_id),
                          renewers=[Renewer(principal_type=t, principal_name=n) for t, n in map(_split, token.renewers)])
+
+
+def _requester(principal: str, version: int) -> tuple[str, str]:
+    """The requester's (type, name), which the responses carry from v3 (KIP-373) on."""
+    return _split(principal) if version >= 3 else ("", "")
