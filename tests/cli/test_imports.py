@@ -26,10 +26,13 @@ DEFERRED = ("zstandard", "lz4", "cramjam", "urllib.request", "http.client", "ema
                                                            "producer_ids", "scram_credentials", "share_offsets",
                                                            "telemetry", "topics", "transactions")))
 
-# What a fresh broker (no share or streams group state, no compacted topic) builds on first use, not at
-# start: the share and streams groups (with share's API module) and the log cleaner.
+# What a fresh broker (no share or streams group state, no compacted topic, no SASL listener) builds on
+# first use, not at start: the share and streams groups (with share's API module), the log cleaner, the
+# SASL authenticator and the OAUTHBEARER token checks.
 NOT_AT_START = ("kafkawire.broker.apis.share", "kafkawire.broker.groups.share", "kafkawire.broker.groups.streams",
-                "kafkawire.broker.storage.cleaner.cleaner", "kafkawire.broker.storage.cleaner.manager")
+                "kafkawire.broker.storage.cleaner.cleaner", "kafkawire.broker.storage.cleaner.manager",
+                "kafkawire.broker.security.authenticator", "kafkawire.broker.security.jwks",
+                "kafkawire.broker.security.signed_tokens", "kafkawire.sasl.oauthbearer", "kafkawire.sasl.redact")
 
 # The broker command in this process; once it has answered one ApiVersions request, the modules loaded.
 # With a third argument, it then sends a request of each API whose handler loads on first use (newest
