@@ -33,13 +33,13 @@ from .security.listener_security import ListenerSecurity
 from .security.scram_store import ScramStore, parse_add_scram
 from .delegation_tokens import DelegationTokens
 from .storage import PartitionLog
-from .storage.cleaner import LogCleaner, LogCleanerManager
 from .storage.descriptors import DescriptorCache
 from .storage.remote import describe_closed_segment
 from .topics import TopicManager
 
 if TYPE_CHECKING:
     from .network.tap import WireTap
+    from .storage.cleaner import LogCleanerManager
 
 __all__ = ["Broker"]
 
@@ -91,14 +91,7 @@ class Broker:
         self._idle_sweeper: asyncio.Task[None] | None = None
         self._log_dir_checker: asyncio.Task[None] | None = None
         self._transaction_sweeper: asyncio.Task[None] | None = None
-        self.cleaner: LogCleanerManager | None = None  # log.cleaner.enable: compaction in the background
-        if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:  # one thread whatever it says
-            self.cleaner = LogCleanerManager(
-                self.config.data_dir, LogCleaner(self.config.log_cleaner_dedupe_buffer_size,
-                                                 self.config.log_cleaner_io_buffer_size,
-                                                 self.config.log_cleaner_io_buffer_load_factor,
-                                                 self.config.log_cleaner_io_max_bytes_per_second),
-                self.config.log_cleaner_backoff_ms)
+        self._cleaner: LogCleanerManager | None = None  # built by ``cleaner`` on first use
         self._cleaner_task: asyncio.Task[None] | None = None
         self._group_sweeper: asyncio.Task[None] | None = None
         self._token_sweeper: asyncio.Task[None] | None = None
@@ -110,6 +103,20 @@ class Broker:
         self._stopped = False  # stop_listening: connections accepted before it are dropped too
         self.metrics: BrokerMetrics | None = BrokerMetrics() if self.config.metrics_port is not None else None
         self.metrics_port: int | None = None  # bound by start when metrics are on
+
+    @property
+    def cleaner(self) -> LogCleanerManager | None:
+        """log.cleaner.enable: compaction in the background (None when off); built on first use."""
+        if self._cleaner is None and self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
+            from .storage.cleaner import LogCleaner, LogCleanerManager  # (only compacted topics need it)
+            config = self.config  # one thread whatever log.cleaner.threads says
+            self._cleaner = LogCleanerManager(
+                config.data_dir, LogCleaner(config.log_cleaner_dedupe_buffer_size, config.log_cleaner_io_buffer_size,
+                                            config.log_cleaner_io_buffer_load_factor,
+                                            config.log_cleaner_io_max_bytes_per_second),
+                config.log_cleaner_backoff_ms)
+            self._cleaner.load()
+        return self._cleaner
 
     def _build_storage(self, file_descriptors: int) -> None:
         self.descriptors = DescriptorCache(max(file_descriptors // 3, 16))  # segments hold up to 3 each
@@ -179,7 +186,7 @@ class Broker:
             self.metrics.group_count.labels("classic").set_function(lambda: len(groups.groups))
             self.metrics.group_count.labels("consumer").set_function(lambda: len(groups.consumer.groups))
             self.metrics.group_count.labels("share").set_function(
-                lambda: len(self.handlers.share.groups.groups) if self.handlers else 0)
+                lambda: len(self.handlers.share.groups.groups) if self.handlers and self.handlers.share_built else 0)
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         if self.over is not None:  # the housekeeping of shared state is the other broker's
             log.info("kafkawire broker node %d listening on %s", self.config.node_id, self.bootstrap)
@@ -189,9 +196,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
         self._transaction_sweeper = loop.create_task(self._transaction_housekeeping())
-        if self.cleaner is not None:
-            self.cleaner.load()
-            self._cleaner_task = loop.create_task(self.cleaner.run(self._logs))
+        if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
+            self._cleaner_task = loop.create_task(self._clean_logs())
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
         if self.tokens.enabled:
             self._token_sweeper = loop.create_task(self._expire_delegation_tokens())
@@ -265,8 +271,8 @@ class Broker:
         self._closed = True
         if self._retention is not None:
             self._retention.cancel()
-        if self.cleaner is not None:
-            self.cleaner.stop()  # a round on a worker thread ends at its next batch
+        if self._cleaner is not None:
+            self._cleaner.stop()  # a round on a worker thread ends at its next batch
         for task in (self._idle_sweeper, self._transaction_sweeper, self._group_sweeper, self._cleaner_task,
                      self._token_sweeper, self._log_dir_checker):
             if task is not None:
@@ -332,6 +338,14 @@ class Broker:
                 partition_log.add_remote_segment(copied)
         partition_log.apply_retention(now, copy_to_remote=False)
 
+    async def _clean_logs(self) -> None:
+        """The log cleaner's rounds, once a compacted log exists (until then its modules stay unloaded)."""
+        while self._cleaner is None and not any(partition_log.config.compact for partition_log in self._logs()):
+            await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+        cleaner = self.cleaner
+        assert cleaner is not None
+        await cleaner.run(self._logs)
+
     def _logs(self) -> list[PartitionLog]:
         # (not a log in an offline directory, nor one being moved: Kafka pauses its cleaning too)
         moving = self.topics.dirs.moves
@@ -356,8 +370,7 @@ class Broker:
         while True:
             await asyncio.sleep(0.1)
             try:
-                self.groups.consumer.expire()
-                self.groups.streams.expire()
+                self.groups.expire_members()
             except Exception:  # never let the sweep die
                 log.exception("expiring consumer group members failed")
 

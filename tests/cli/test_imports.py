@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 
+from kafkawire.broker.groups.state_files import SHARE_GROUPS_FILE_NAME, STREAMS_GROUPS_FILE_NAME
 from support.paths import REPO
 
 # Module names (or their packages) that neither the broker nor the client may load.
@@ -24,6 +25,14 @@ DEFERRED = ("zstandard", "lz4", "cramjam", "urllib.request", "http.client", "ema
                                                            "list_offsets", "metadata", "offsets", "partitions_admin",
                                                            "producer_ids", "scram_credentials", "share_offsets",
                                                            "telemetry", "topics", "transactions")))
+
+# What a fresh broker (no share or streams group state, no compacted topic, no SASL listener) builds on
+# first use, not at start: the share and streams groups (with share's API module), the log cleaner, the
+# SASL authenticator and the OAUTHBEARER token checks.
+NOT_AT_START = ("kafkawire.broker.apis.share", "kafkawire.broker.groups.share", "kafkawire.broker.groups.streams",
+                "kafkawire.broker.storage.cleaner.cleaner", "kafkawire.broker.storage.cleaner.manager",
+                "kafkawire.broker.security.authenticator", "kafkawire.broker.security.jwks",
+                "kafkawire.broker.security.signed_tokens", "kafkawire.sasl.oauthbearer", "kafkawire.sasl.redact")
 
 # The broker command in this process; once it has answered one ApiVersions request, the modules loaded.
 # With a third argument, it then sends a request of each API whose handler loads on first use (newest
@@ -116,8 +125,22 @@ def test_the_broker_command_answers_without_loading_other_commands_modules(tmp_p
 
 def test_the_broker_loads_its_apis_compression_and_oauth_http_on_first_use(tmp_path):
     modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
-    assert "kafkawire.broker.apis.share" in modules  # (share groups' stored state is recovered at start)
     assert forbidden(modules, DEFERRED) == []
+
+
+def test_a_fresh_broker_starts_without_the_groups_and_cleaner_it_does_not_need(tmp_path):
+    modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
+    assert "kafkawire.broker.groups.coordinator" in modules  # (the run did get that far)
+    assert forbidden(modules, NOT_AT_START) == []
+
+
+def test_a_broker_with_share_and_streams_state_recovers_it_at_start(tmp_path):
+    data = tmp_path / "data"
+    (data / "__consumer_offsets").mkdir(parents=True)  # (the groups' folder: the streams groups' file is there)
+    (data / SHARE_GROUPS_FILE_NAME).write_text("")
+    (data / "__consumer_offsets" / STREAMS_GROUPS_FILE_NAME).write_text("")
+    modules = loaded_by(BROKER_RUN, str(free_port()), str(data))
+    assert {"kafkawire.broker.apis.share", "kafkawire.broker.groups.streams.coordinator"} <= set(modules)
 
 
 def test_each_api_loaded_on_first_use_answers_its_first_request(tmp_path):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..apis.features import FinalizedFeatures
 from ..apis.produce import ProduceHandler
-from ..apis.share import ShareApis
 from ..apis.state import BrokerState, RequestContext
 from .coordinator_keys import coordinator_keys
 from ...error_codes import ErrorCode
@@ -21,6 +20,7 @@ from ..fetch.reads import FetchPurgatory
 from ..fetch.sessions import FetchSessionCache
 from ..groups import GroupCoordinator
 from ..groups.group_configs import GroupConfigs
+from ..groups.state_files import SHARE_GROUPS_FILE_NAME
 from ..node_view import NodeView, SingleNode
 from ..quotas import ClientQuotas, ClientQuotaStore
 from ..security.acls import Authorizer, Operation, ResourceType
@@ -29,6 +29,9 @@ from ..delegation_tokens import DelegationTokens
 from ..topics import TopicManager
 from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
 from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction_version
+
+if TYPE_CHECKING:
+    from ..apis.share import ShareApis
 
 __all__ = ["Handlers", "ROUTES"]
 
@@ -105,7 +108,6 @@ class Handlers:
     purgatory: FetchPurgatory
     producer_ids: ProducerIdBlock
     transactions: TransactionCoordinator
-    share: ShareApis
     features: FinalizedFeatures
 
     def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
@@ -156,18 +158,21 @@ class Handlers:
         self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
         self.client_metrics.load()
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are;
-        # built now, as their durable state is recovered at start
-        self.share = ShareApis(self.state, shared.share if shared is not None else None, metrics)
+        # built now if durable state is there to recover, else on first use (``share``)
+        self._shared, self._metrics = shared, metrics
+        self._share: ShareApis | None = None
+        if (shared is not None and shared.share_built) or (config.data_dir / SHARE_GROUPS_FILE_NAME).exists():
+            self._build_share()
         # the groups' own configs (in memory only where a coordinator is built without them, as in tests)
         group_configs = groups.configs if groups.configs is not None else GroupConfigs(config)
         # what a handler class in ROUTES takes after the shared state
-        self._arguments: dict[str, tuple[Any, ...]] = {
+        self._arguments: dict[str, tuple[Any, ...] | Callable[[], tuple[Any, ...]]] = {
             "FetchApi": (metrics,), "TransactionApis": (self.transactions,),
             "ProducerIdApi": (producer_ids, self.transactions),
             "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
             "ConfigResourceApis": (group_configs, self.client_metrics),
             "ClusterApis": (self.features,), "FeatureApis": (self.features,),
-            "GroupAdminApis": (self.share,), "ShareOffsetApis": (self.share,),
+            "GroupAdminApis": lambda: (self.share,), "ShareOffsetApis": lambda: (self.share,),
             "DelegationTokenApis": (tokens if tokens is not None else DelegationTokens(None, None, 1, 1),),
             "ClientQuotaApis": (self.quota_store,)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
@@ -183,11 +188,27 @@ class Handlers:
             ApiKey.SYNC_GROUP: group(ApiKey.SYNC_GROUP, _plain(groups.membership.sync_group)),
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.LIST_GROUPS: self._list_groups,
-            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
-            ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
-            ApiKey.SHARE_FETCH: self.share.share_fetch,
-            ApiKey.SHARE_ACKNOWLEDGE: self.share.share_acknowledge,
+            ApiKey.SHARE_GROUP_HEARTBEAT: lambda *request: self.share.heartbeat(*request),
+            ApiKey.SHARE_GROUP_DESCRIBE: lambda *request: self.share.describe(*request),
+            ApiKey.SHARE_FETCH: lambda *request: self.share.share_fetch(*request),
+            ApiKey.SHARE_ACKNOWLEDGE: lambda *request: self.share.share_acknowledge(*request),
         }
+
+    @property
+    def share(self) -> ShareApis:
+        """The share groups' APIs and state, built on first use."""
+        return self._share if self._share is not None else self._build_share()
+
+    @property
+    def share_built(self) -> bool:
+        """Whether share groups' state is built (if not, there is no share group)."""
+        return self._share is not None
+
+    def _build_share(self) -> ShareApis:
+        from ..apis.share import ShareApis  # (most brokers never see a share group)
+        shared = self._shared
+        self._share = ShareApis(self.state, shared.share if shared is not None else None, self._metrics)
+        return self._share
 
     def _on_first_use(self, api_key: int, module: str, class_name: str,
                       method: str) -> Callable[..., Awaitable[Any]]:
@@ -197,7 +218,10 @@ class Handlers:
             api = self._apis.get(class_name)
             if api is None:
                 api_class = getattr(import_module(f"..apis.{module}", __package__), class_name)
-                api = self._apis[class_name] = api_class(self.state, *self._arguments.get(class_name, ()))
+                arguments = self._arguments.get(class_name, ())
+                if callable(arguments):  # (what is itself built on first use)
+                    arguments = arguments()
+                api = self._apis[class_name] = api_class(self.state, *arguments)
             handler: Callable[..., Awaitable[Any]] = getattr(api, method)
             if self.table.get(api_key) is first_request:  # (unless something else has taken the key since)
                 self.table[api_key] = handler
@@ -230,7 +254,7 @@ class Handlers:
     async def _list_groups(self, request: Any, version: int, context: RequestContext) -> Any:
         response = await self.groups.list_groups(request, version)
         if response.error_code == ErrorCode.NONE:
-            response.groups = [*response.groups, *self.share.listed(request, version)]
+            response.groups = [*response.groups, *(self.share.listed(request, version) if self.share_built else [])]
         if not self.state.allowed(context, Operation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
             response.groups = [g for g in response.groups  # only the groups it may describe
                                if self.state.allowed(context, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
@@ -240,7 +264,8 @@ class Handlers:
         if self._apply_transaction_version in self.features.listeners:  # a stopped node serves nothing
             self.features.listeners.remove(self._apply_transaction_version)
         self.producer.close()
-        self.share.close()
+        if self._share is not None:
+            self._share.close()
         self.quotas.close()
         if self._owns_transactions:
             self.transactions.close()

@@ -281,7 +281,7 @@ class ClassicMembership:
         member_id = request.member_id or ""
         error = self.status_error(group_id)
         if error is None and group_id not in self.coordinator.groups and (
-                self.coordinator.share_group(group_id) or group_id in self.coordinator.streams.groups):
+                self.coordinator.share_group(group_id) or group_id in self.coordinator.streams_groups):
             return _JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")  # a share or streams group of that id
         if error is None and group_id in self.consumer.groups:  # a KIP-848 group of that id
             if self.consumer.groups[group_id].members:

@@ -36,13 +36,12 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ...error_codes import ErrorCode
 from ... import messages  # (each message's module loads on first use)
 from .consumer_store import ConsumerGroupStore
 from .consumer import ConsumerGroupCoordinator
-from .streams import StreamsGroupCoordinator, StreamsGroupStore
 from .classic import ClassicMembership
 from .offsets import GroupOffsets
 from .group_configs import GroupConfigs
@@ -51,6 +50,11 @@ from .classic_state import (
     NONE, OFFSET_METADATA_MAX_BYTES, STABLE, GroupState, _Group, _JoinResult, _Member, _resolve, _SyncResult,
 )
 from .offsets_store import GroupRecord, OffsetStore
+from .state_files import STREAMS_GROUPS_FILE_NAME
+
+if TYPE_CHECKING:
+    from .streams import StreamsGroupCoordinator
+    from .streams.state import StreamsGroup
 
 __all__ = ["GroupCoordinator", "GroupState"]
 
@@ -100,21 +104,45 @@ class GroupCoordinator:
             clock=lambda: self.clock(), classic_in_use=self._classic_in_use, drop_classic=self._drop_empty_classic,
             store=ConsumerGroupStore(self.data_dir, fsync=fsync),
             group_setting=configs.value if configs is not None else None,
-            share_group=lambda group_id: self.share_group(group_id) or group_id in self.streams.groups)
-        # KIP-1071 streams groups: the same ids and offsets, their own protocol
-        self.streams = StreamsGroupCoordinator(
-            topic_metadata, session_timeout_ms=streams_session_timeout_ms,
-            heartbeat_interval_ms=streams_heartbeat_interval_ms, num_standby_replicas=streams_num_standby_replicas,
-            num_warmup_replicas=streams_num_warmup_replicas,
-            clock=lambda: self.clock(), drop_classic=self._drop_empty_classic,
-            foreign=lambda group_id: (self._classic_in_use(group_id) or group_id in self.consumer.groups
-                                      or self.share_group(group_id)),
-            store=StreamsGroupStore(self.data_dir, fsync=fsync),
+            share_group=lambda group_id: self.share_group(group_id) or group_id in self.streams_groups)
+        # KIP-1071 streams groups: the same ids and offsets, their own protocol (built by ``streams``)
+        self._streams: StreamsGroupCoordinator | None = None
+        self._streams_settings: dict[str, Any] = dict(
+            session_timeout_ms=streams_session_timeout_ms, heartbeat_interval_ms=streams_heartbeat_interval_ms,
+            num_standby_replicas=streams_num_standby_replicas, num_warmup_replicas=streams_num_warmup_replicas,
             group_setting=configs.value if configs is not None else None)
+        self._fsync = fsync
+        self._topic_metadata = topic_metadata
         self.membership = ClassicMembership(self)
         self.offsets = GroupOffsets(self)
         self.active = False
         self.loop: asyncio.AbstractEventLoop | None = None  # set by start(): the timers run on it
+
+    @property
+    def streams(self) -> StreamsGroupCoordinator:
+        """The streams groups' coordinator, built (and its stored groups loaded) on first use."""
+        return self._streams if self._streams is not None else self._build_streams()
+
+    def _build_streams(self) -> StreamsGroupCoordinator:
+        from .streams import StreamsGroupCoordinator, StreamsGroupStore  # (most brokers never see one)
+        self._streams = StreamsGroupCoordinator(
+            self._topic_metadata, clock=lambda: self.clock(), drop_classic=self._drop_empty_classic,
+            foreign=lambda group_id: (self._classic_in_use(group_id) or group_id in self.consumer.groups
+                                      or self.share_group(group_id)),
+            store=StreamsGroupStore(self.data_dir, fsync=self._fsync), **self._streams_settings)
+        self._streams.load()
+        return self._streams
+
+    @property
+    def streams_groups(self) -> Mapping[str, StreamsGroup]:
+        """The streams groups, none while their coordinator is not built."""
+        return self._streams.groups if self._streams is not None else {}
+
+    def expire_members(self) -> None:
+        """Fence consumer and streams group members past their session or rebalance timeout."""
+        self.consumer.expire()
+        if self._streams is not None:
+            self._streams.expire()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -125,10 +153,13 @@ class GroupCoordinator:
         if self.configs is not None:
             self.configs.load()
         self.consumer.load()
-        self.streams.load()
+        if self._streams is not None:
+            self._streams.load()
+        elif (self.data_dir / STREAMS_GROUPS_FILE_NAME).exists():  # else built on the first streams request
+            self._build_streams()
         self.groups.clear()
         for group_id in (set(self.store.offsets) | set(self.store.groups)) - set(self.consumer.groups) \
-                - set(self.streams.groups):
+                - set(self.streams_groups):
             record = self.store.groups.get(group_id)
             self.groups[group_id] = self._restore(group_id, record) if record else _Group(group_id)
         self.active = True
@@ -164,7 +195,8 @@ class GroupCoordinator:
                 _resolve(fut, _SyncResult(ErrorCode.NOT_COORDINATOR))
         self.store.close()
         self.consumer.close()
-        self.streams.close()
+        if self._streams is not None:
+            self._streams.close()
 
     async def __aenter__(self) -> GroupCoordinator:
         await self.start()
@@ -184,8 +216,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None and group_id in self.consumer.groups:
             return self.consumer.groups[group_id].state
-        if group is None and group_id in self.streams.groups:
-            return self.streams.groups[group_id].state
+        if group is None and group_id in self.streams_groups:
+            return self.streams_groups[group_id].state
         return DEAD.value if group is None else group.state.value
 
     def _classic_in_use(self, group_id: str) -> bool:
@@ -213,7 +245,7 @@ class GroupCoordinator:
                     group_id=group.group_id, protocol_type=group.protocol_type or "",
                     group_state=group.state.value, group_type="classic"))
         modern: list[tuple[str, Iterable]] = [("consumer", self.consumer.groups.values()),
-                                               ("streams", self.streams.groups.values())]
+                                               ("streams", self.streams_groups.values())]
         for kind, groups in modern:  # KIP-848 and KIP-1071 groups: the type is also the protocol type
             if types and kind not in types:
                 continue
@@ -238,7 +270,7 @@ class GroupCoordinator:
         if error is not None:
             return Described(error_code=error, group_id=group_id, authorized_operations=operations)
         group = self.groups.get(group_id)
-        if group is None and (self.share_group(group_id) or group_id in self.streams.groups):
+        if group is None and (self.share_group(group_id) or group_id in self.streams_groups):
             # as Kafka's classicGroup lookup refuses a group of another type
             return Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else NONE,
                              error_message=f"Group {group_id} is not a classic group." if version >= 6 else None,

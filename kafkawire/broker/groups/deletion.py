@@ -22,7 +22,7 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
         error = coordinator.membership.status_error(group_id)
         group = coordinator.groups.get(group_id)
         consumer_group = coordinator.consumer.groups.get(group_id)
-        streams_group = coordinator.streams.groups.get(group_id)
+        streams_group = coordinator.streams_groups.get(group_id)
         known = (group is not None and group.state is not DEAD) or consumer_group is not None \
             or streams_group is not None or group_id in coordinator.store.offsets
         if error is None and not known:
@@ -35,7 +35,8 @@ def delete_groups(coordinator, group_ids: list[str]) -> list[tuple[str, int]]:
             try:
                 coordinator.store.delete_group(group_id)
                 coordinator.consumer.forget(group_id)
-                coordinator.streams.forget(group_id)
+                if streams_group is not None:  # (else the streams coordinator may not even be built)
+                    coordinator.streams.forget(group_id)
             except OSError:
                 error = ErrorCode.KAFKA_STORAGE_ERROR
             else:
@@ -54,7 +55,7 @@ def delete_offsets(coordinator, group_id: str, partitions: list[tuple[str, int]]
     error = coordinator.membership.status_error(group_id)
     group = coordinator.groups.get(group_id)
     consumer_group = coordinator.consumer.groups.get(group_id)
-    streams_group = coordinator.streams.groups.get(group_id)
+    streams_group = coordinator.streams_groups.get(group_id)
     if error is None and (group is None or group.state is DEAD) and consumer_group is None \
             and streams_group is None and group_id not in coordinator.store.offsets:
         error = ErrorCode.GROUP_ID_NOT_FOUND

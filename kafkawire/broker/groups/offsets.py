@@ -57,7 +57,7 @@ class GroupOffsets:
             if error is not None:
                 return [[error] * len(topic.partitions) for topic in request.topics]
             return self._store_commit(group_id, request, version)
-        streams_group = self.coordinator.streams.groups.get(group_id)
+        streams_group = self.coordinator.streams_groups.get(group_id)
         if error is None and streams_group is not None:  # KIP-1071: the member epoch too
             error = self.coordinator.streams.validate_offset_commit(streams_group, member_id, generation, version)
             if error is not None:
@@ -145,9 +145,9 @@ class GroupOffsets:
             error = self.consumer.validate_offset_commit(
                 consumer_group, request.member_id if version >= 3 else "",
                 request.generation_id if version >= 3 else -1, version, transactional=True)
-        elif error is None and group_id in self.coordinator.streams.groups:
+        elif error is None and group_id in self.coordinator.streams_groups:
             error = self.coordinator.streams.validate_offset_commit(
-                self.coordinator.streams.groups[group_id], request.member_id if version >= 3 else "",
+                self.coordinator.streams_groups[group_id], request.member_id if version >= 3 else "",
                 request.generation_id if version >= 3 else -1, version, transactional=True)
         elif error is None:
             group = self.groups.get(group_id)
@@ -211,7 +211,7 @@ class GroupOffsets:
             for requested in request.groups:
                 consumer_group = self.consumer.groups.get(requested.group_id)
                 refused = None
-                streams_group = self.coordinator.streams.groups.get(requested.group_id)
+                streams_group = self.coordinator.streams_groups.get(requested.group_id)
                 if version >= 9 and consumer_group is not None:
                     refused = self.consumer.validate_offset_fetch(consumer_group, requested.member_id,
                                                                   requested.member_epoch)

@@ -23,7 +23,6 @@ from ...error_codes import ErrorCode
 from ...errors import DecodeError
 from ...messages import ApiKey
 from ...framing import FrameTooLarge, encode_response_parts, peek_request, read_request
-from ...sasl.redact import redact_token
 from ..apis.controller_listener import CONTROLLER_APIS
 from ..apis.produce import CLOSE_CONNECTION
 from ..apis.state import RequestContext
@@ -34,7 +33,6 @@ from .faults import DROP
 from .listeners import Listener
 from .receiving import FrameReceiver
 from ..metrics import log_request, top_level_error
-from ..security.authenticator import Authenticator
 from ..security.listener_security import ListenerSecurity
 from ..security.tls import subject_dn
 from .sending import send_parts
@@ -43,6 +41,7 @@ from ..storage import FileRecords
 if TYPE_CHECKING:
     from ...codec.base import Bytes
     from ..quotas import ClientQuotas
+    from ..security.authenticator import Authenticator
     from ..server import Broker
 
 __all__ = ["Connection"]
@@ -70,7 +69,10 @@ class Connection:
         self.busy = False  # a request of this connection is being handled
         self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
         self.draining = False  # the broker is shutting down: answer what was received, then close
-        self.auth = Authenticator(security, broker.scram, broker.tokens) if listener.sasl else None
+        self.auth: Authenticator | None = None
+        if listener.sasl:  # (the SASL mechanisms load with a SASL listener's first connection)
+            from ..security.authenticator import Authenticator
+            self.auth = Authenticator(security, broker.scram, broker.tokens)
         self.principal = "User:ANONYMOUS"
         self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
         self.muted_until = 0.0  # a client quota's throttle: no request is read before (loop time)
@@ -316,6 +318,7 @@ class Connection:
         auth = self.auth
         if auth is None:
             return _SIZE.pack(len(frame)) + frame
+        from ...sasl.redact import redact_token  # (only a SASL listener's frames hold tokens)
         if auth.raw_tokens:
             token = redact_token(auth.mechanism, bytes(frame))
             return _SIZE.pack(len(token)) + token

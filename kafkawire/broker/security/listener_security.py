@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 import ssl
+from typing import TYPE_CHECKING
 
 from ...sasl import MECHANISMS
 from ..network.listeners import Listener
-from . import jwks, signed_tokens
 from .jaas import JaasEntry, parse_jaas, plain_users
-from .signed_tokens import SignedTokenValidator
 from .tls import PrincipalMapper, server_context
 
-__all__ = ["ListenerSecurity", "OAUTHBEARER_SETTINGS"]
+if TYPE_CHECKING:
+    from .signed_tokens import SignedTokenValidator
+
+__all__ = ["ListenerSecurity"]
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +96,11 @@ class ListenerSecurity:
     def _configure_oauthbearer(self, entry: JaasEntry | None) -> None:
         """Signed tokens when a key set is named (``sasl.oauthbearer.jwks.endpoint.url``), else Kafka's
         unsecured tokens, which anyone can make for any principal: said in a warning at start."""
+        from . import jwks, signed_tokens  # (only a listener with OAUTHBEARER needs them)
+        # the broker settings of Kafka's OAUTHBEARER validator (also read from the JAAS entry's options)
+        settings = (jwks.URL, jwks.REFRESH_MS, jwks.RETRY_BACKOFF_MS, jwks.RETRY_BACKOFF_MAX_MS, *signed_tokens.OPTIONS)
         self.oauth = dict(entry.options) if entry is not None else {}
-        for key in OAUTHBEARER_SETTINGS:  # Kafka's ConfigurationUtils: the mechanism-prefixed key wins
+        for key in settings:  # Kafka's ConfigurationUtils: the mechanism-prefixed key wins
             value = self.get(f"oauthbearer.{key}")
             value = value if value is not None else self.get(key)
             if value is not None:
@@ -113,7 +118,7 @@ class ListenerSecurity:
             raise ValueError(f"listener {self.listener.name} checks signed OAUTHBEARER tokens ({jwks.URL}), "
                              f"which needs PyJWT and cryptography: pip install 'kafkawire[oauthbearer]'")
         try:
-            self.oauth_validator = SignedTokenValidator(self.oauth)
+            self.oauth_validator = signed_tokens.SignedTokenValidator(self.oauth)
         except ValueError as error:
             raise ValueError(f"listener {self.listener.name}: {error}") from None
 
@@ -132,10 +137,6 @@ class ListenerSecurity:
             return "User:ANONYMOUS"
         return "User:" + self.principal_mapper.name(distinguished_name)
 
-
-# the broker settings of Kafka's OAUTHBEARER validator (also read from the OAUTHBEARER JAAS entry's options)
-OAUTHBEARER_SETTINGS = (jwks.URL, jwks.REFRESH_MS, jwks.RETRY_BACKOFF_MS, jwks.RETRY_BACKOFF_MAX_MS,
-                        *signed_tokens.OPTIONS)
 
 _SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
              "ssl.key.password", "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",

@@ -20,12 +20,12 @@ import uuid
 from pathlib import Path
 
 from ...persistence.journal import Journal
+from ..state_files import SHARE_GROUPS_FILE_NAME
 
 __all__ = ["ShareStateStore", "SHARE_GROUPS_FILE_NAME", "ShareKey", "StoredState"]
 
 log = logging.getLogger(__name__)
 
-SHARE_GROUPS_FILE_NAME = "share-groups.jsonl"
 
 ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 StoredState = tuple[int, list[list[int]]]  # (SPSO, runs)

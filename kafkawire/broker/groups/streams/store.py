@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 
 from ...persistence.journal import Journal
+from ..state_files import STREAMS_GROUPS_FILE_NAME
 from .state import Member, MemberState, StreamsGroup, Tasks
 from .topology import Subtopology, TopicInfo, Topology
 
@@ -24,7 +25,6 @@ __all__ = ["StreamsGroupStore", "STREAMS_GROUPS_FILE_NAME"]
 
 log = logging.getLogger(__name__)
 
-STREAMS_GROUPS_FILE_NAME = "streams-groups.jsonl"
 
 
 class StreamsGroupStore:
