@@ -145,6 +145,10 @@ def test_auto_creation_stops_at_max_broker_partitions(tmp_path):
 def test_stray_partition_directories_are_removed_at_start(tmp_path):
     with BrokerThread(data_dir=tmp_path) as broker, RawClient(broker.port) as client:
         create_topic(client, "kept", 2)
+        deadline = time.monotonic() + 30  # (the folders are made after the answer, off the loop)
+        while not all((tmp_path / f"kept-{index}").is_dir() for index in (0, 1)):
+            assert time.monotonic() < deadline, "the topic's folders were not made"
+            time.sleep(0.02)
     (tmp_path / "gone-0").mkdir()  # a creation cut short by a crash
     (tmp_path / "gone-0" / "00000000000000000000.log").write_bytes(b"")
     (tmp_path / "kept-7").mkdir()  # a partition the topic does not have
