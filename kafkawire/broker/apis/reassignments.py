@@ -20,10 +20,6 @@ class ReassignmentApis:
         self.state = state
         self.topics = state.topics
 
-    def _exists(self, topic: str, partition: int) -> bool:
-        found = self.topics.get(topic)
-        return found is not None and 0 <= partition < len(found.partitions)
-
     # ---- AlterPartitionReassignments ------------------------------------------------------------
     async def alter_partition_reassignments(self, request: m.AlterPartitionReassignmentsRequest, version: int,
                                             context: RequestContext) -> m.AlterPartitionReassignmentsResponse:
@@ -43,7 +39,7 @@ class ReassignmentApis:
         for wanted in request.topics:
             partitions = []
             for p in wanted.partitions:
-                if not self._exists(wanted.name, p.partition_index):
+                if not self.topics.log(wanted.name, p.partition_index) is not None:
                     code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      f"Unable to find partition {wanted.name}-{p.partition_index}.")
                 else:
@@ -101,7 +97,7 @@ class ReassignmentApis:
         for topic, indexes in wanted:
             partitions = []
             for index in indexes:
-                if not self._exists(topic, index):
+                if not self.topics.log(topic, index) is not None:
                     code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      "The topic or partition does not exist.")
                 else:

@@ -86,7 +86,7 @@ class Controller:
             raise KeyError(f"no partition {topic}-{partition}")
         return state
 
-    def _set_leader(self, topic: str, partition: int, state: PartitionState, leader: int) -> None:
+    def set_leader(self, topic: str, partition: int, state: PartitionState, leader: int) -> None:
         """A new leader (or none): the leader epoch goes up, in the log too."""
         state.leader = leader
         state.leader_epoch += 1
@@ -96,7 +96,7 @@ class Controller:
             partition_log.leader_epoch = state.leader_epoch
             state.epochs.append((state.leader_epoch, partition_log.log_end_offset))
 
-    def _each_placed(self):
+    def each_placed(self):
         for topic in list(self.topics.topics.values()):
             for index in range(len(topic.partitions)):
                 yield topic.name, index, self.state(topic.name, index)
@@ -117,7 +117,7 @@ class Controller:
         elif to not in candidates:
             raise ValueError(f"broker {to} is not a live in-sync replica of {topic}-{partition} "
                              f"(replicas {state.replicas}, ISR {state.isr})")
-        self._set_leader(topic, partition, state, to)
+        self.set_leader(topic, partition, state, to)
         return to
 
     def set_isr(self, topic: str, partition: int, isr: list[int] | None = None) -> list[int]:
@@ -140,12 +140,12 @@ class Controller:
         """Its partitions leave the ISR; those it led get a live in-sync leader (or none)."""
         self.live.discard(node)
         self.topics.metadata_cache.changed()  # offline replicas, ISRs and leaders of every topic
-        for topic, index, state in self._each_placed():
+        for topic, index, state in self.each_placed():
             if node in state.isr:
                 state.isr = [replica for replica in state.isr if replica != node]
             if state.leader == node:
                 successors = [replica for replica in state.isr if replica in self.live]
-                self._set_leader(topic, index, state, successors[0] if successors else -1)
+                self.set_leader(topic, index, state, successors[0] if successors else -1)
         self._voters_stopped[node] = (self.topics.metadata_changes, int(time.time() * 1000))
         self._follow_controller()
 
@@ -154,11 +154,11 @@ class Controller:
         ``restore_leaders``, a preferred-leader election) those whose first replica it is."""
         self.live.add(node)
         self.topics.metadata_cache.changed()
-        for topic, index, state in self._each_placed():
+        for topic, index, state in self.each_placed():
             if node in state.replicas and node not in state.isr:
                 state.isr = [replica for replica in state.replicas if replica in state.isr or replica == node]
             if state.leader < 0 or (restore_leaders and state.replicas[0] == node and state.leader != node):
-                self._set_leader(topic, index, state, node)
+                self.set_leader(topic, index, state, node)
         self._voters_stopped.pop(node, None)
         self._follow_controller()
         self.reassignments.catch_up()  # its adding replicas catch up now

@@ -74,7 +74,7 @@ class Reassignments:
         state.replicas, state.isr, state.adding, state.removing = original, isr, [], []
         self.controller.topics.metadata_cache.changed(topic)
         if state.leader not in original:
-            self.controller._set_leader(topic, partition, state, self._first_live(isr))
+            self.controller.set_leader(topic, partition, state, self._first_live(isr))
         return ErrorCode.NONE, None
 
     # ---- catching up and completing -------------------------------------------------------------
@@ -104,13 +104,13 @@ class Reassignments:
             return  # the final replica set and ISR must not be empty
         state.replicas, state.isr, state.adding, state.removing = target, isr, [], []
         leader = state.leader if state.leader in target else self._first_live(isr)
-        self.controller._set_leader(topic, partition, state, leader)  # the leader epoch goes up either way
+        self.controller.set_leader(topic, partition, state, leader)  # the leader epoch goes up either way
 
     def _first_live(self, nodes: list[int]) -> int:
         return next((node for node in nodes if node in self.controller.live), -1)
 
     def _moving(self) -> Iterator[tuple[str, int, PartitionState]]:
-        for topic, partition, state in self.controller._each_placed():
+        for topic, partition, state in self.controller.each_placed():
             if state.adding or state.removing:
                 yield topic, partition, state
 
@@ -134,7 +134,7 @@ class Reassignments:
                 return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
             if preferred not in live or preferred not in state.isr:
                 return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
-            self.controller._set_leader(topic, partition, state, preferred)
+            self.controller.set_leader(topic, partition, state, preferred)
             return ErrorCode.NONE, None
         if state.leader >= 0:
             return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
@@ -144,5 +144,5 @@ class Reassignments:
         if candidate < 0:
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
         state.isr = [candidate]  # an unclean leader is the whole ISR, as Kafka's
-        self.controller._set_leader(topic, partition, state, candidate)
+        self.controller.set_leader(topic, partition, state, candidate)
         return ErrorCode.NONE, None

@@ -10,10 +10,11 @@ from kafkawire import messages
 
 from ...core.admin.errors import outcome_of
 from ...core.admin.topics import Node
+from ...core.topic_partition import TopicPartition
 from ...errors import KafkaError
 from .router import AdminRouter
 
-__all__ = ["AdminCalls", "AdminPart", "part_call", "unique", "raise_or"]
+__all__ = ["AdminCalls", "AdminPart", "part_call", "unique", "raise_or", "as_partition"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -28,6 +29,11 @@ def unique(items: Iterable[T], what: str) -> list[T]:
             raise ValueError(f"duplicate {what}: {item!r}")
         seen.append(item)
     return seen
+
+
+def as_partition(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
+    """A TopicPartition from itself or a (topic, partition) pair."""
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 def raise_or(outcome: Any) -> Any:

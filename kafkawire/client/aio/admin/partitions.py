@@ -11,14 +11,10 @@ from ...core.admin import partitions
 from ...core.admin.partitions import IsolationLevel, OffsetSpec
 from ...core.topic_partition import TopicPartition
 from ..connection import BrokerConnection
-from .calls import AdminPart
+from .calls import AdminPart, as_partition
 
 __all__ = ["PartitionAdmin"]
 
-
-def _partition(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
-    """A TopicPartition from itself or a (topic, partition) pair."""
-    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 class PartitionAdmin(AdminPart):
@@ -30,7 +26,7 @@ class PartitionAdmin(AdminPart):
         """Each partition's offset by its OffsetSpec (earliest, latest, max timestamp, for a timestamp):
         ``{partition: ListOffsetsResultInfo or exception}``. READ_COMMITTED's latest is the last stable
         offset."""
-        specs = {_partition(tp): spec for tp, spec in topic_partition_offsets.items()}
+        specs = {as_partition(tp): spec for tp, spec in topic_partition_offsets.items()}
         level = IsolationLevel(isolation_level)
         needed = partitions.list_offsets_min_version(specs.values(), level)
 
@@ -48,7 +44,7 @@ class PartitionAdmin(AdminPart):
                              ) -> dict[TopicPartition, object]:
         """Delete each partition's records below its offset (-1: below the high watermark, all of them):
         ``{partition: DeletedRecords (the new low watermark) or exception}``."""
-        offsets = {_partition(tp): int(offset) for tp, offset in topic_partition_offsets.items()}
+        offsets = {as_partition(tp): int(offset) for tp, offset in topic_partition_offsets.items()}
         broker_timeout = self._calls.operation_ms(operation_timeout, request_timeout)
 
         async def send(connection: BrokerConnection, batch: list[TopicPartition]) -> dict[TopicPartition, object]:
@@ -64,7 +60,7 @@ class PartitionAdmin(AdminPart):
                                  request_timeout: float | None = None) -> dict[TopicPartition, object]:
         """The producers with state in each partition's log (idempotent and transactional ones):
         ``{partition: tuple of ProducerState or exception}``."""
-        wanted = list(dict.fromkeys(_partition(tp) for tp in topic_partitions))
+        wanted = list(dict.fromkeys(as_partition(tp) for tp in topic_partitions))
 
         async def send(connection: BrokerConnection, batch: list[TopicPartition]) -> dict[TopicPartition, object]:
             version = connection.api_version(DescribeProducersRequest.API_KEY)

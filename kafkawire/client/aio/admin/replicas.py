@@ -9,13 +9,10 @@ from typing import cast
 from ...core.admin import reassignments
 from ...core.admin.reassignments import ElectionType, PartitionReassignment
 from ...core.topic_partition import TopicPartition
-from .calls import AdminPart, raise_or
+from .calls import AdminPart, as_partition, raise_or
 
 __all__ = ["ReplicaAdmin"]
 
-
-def _partition(tp: TopicPartition | tuple[str, int]) -> TopicPartition:
-    return tp if isinstance(tp, TopicPartition) else TopicPartition(*tp)
 
 
 class ReplicaAdmin(AdminPart):
@@ -27,7 +24,7 @@ class ReplicaAdmin(AdminPart):
         """Move each partition's replicas to the brokers listed (the first is the preferred leader), or
         cancel its move in progress with None: ``{partition: None or exception}`` (the move is under way
         when None; list_partition_reassignments shows it until it completes)."""
-        moves = {_partition(tp): replicas for tp, replicas in reassignments_.items()}
+        moves = {as_partition(tp): replicas for tp, replicas in reassignments_.items()}
         broker_timeout = self._calls.operation_ms(None, request_timeout)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, object]:
@@ -40,7 +37,7 @@ class ReplicaAdmin(AdminPart):
             self, partitions: Iterable[TopicPartition] | None = None, *,
             request_timeout: float | None = None) -> dict[TopicPartition, PartitionReassignment]:
         """The moves in progress (of ``partitions``, or of every partition)."""
-        asked = None if partitions is None else [_partition(tp) for tp in partitions]
+        asked = None if partitions is None else [as_partition(tp) for tp in partitions]
         broker_timeout = self._calls.operation_ms(None, request_timeout)
 
         async def attempt() -> object:
@@ -67,5 +64,5 @@ class ReplicaAdmin(AdminPart):
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, object]:
             request = reassignments.elect_leaders_request(kind, pending, broker_timeout)
             return reassignments.read_elect_leaders(await self._calls.send_any(request, 1), pending)
-        return await self._router.run([_partition(tp) for tp in partitions], attempt,
+        return await self._router.run([as_partition(tp) for tp in partitions], attempt,
                                       self._calls.timeout_ms(request_timeout), "elect_leaders")
