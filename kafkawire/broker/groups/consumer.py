@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from ...error_codes import ErrorCode
 from .consumer_assignors import ASSIGNORS
 from .consumer_store import ConsumerGroupStore
+from .group_writes import forget, write_or_undo
 from .member_epochs import late_members, offset_commit_error, offset_fetch_error
 from .consumer_state import (STATIC_LEAVE_EPOCH, LEAVE_EPOCH, Assignment, ConsumerGroup, Member,
                                    MemberState, reconcile)
@@ -106,27 +107,12 @@ class ConsumerGroupCoordinator:
 
     def forget(self, group_id: str) -> None:
         """Drop a group for good (DeleteGroups, or an empty group becoming a classic one); raises OSError."""
-        if self.store is not None:
-            self.store.delete(group_id)
-        self.groups.pop(group_id, None)
+        forget(self.groups, self.store, group_id)
 
     def _save(self, group_id: str) -> bool:
         """Write the group's changes; if that fails, put the group back as last written (False)."""
-        group = self.groups.get(group_id)
-        if self.store is None or group is None:
-            return True
-        try:
-            self.store.save(group)
-            return True
-        except OSError as exc:
-            log.error("group %s: could not write its state, undoing the change: %s", group_id, exc)
-        restored = self.store.restore(group_id)
-        if restored is None:
-            del self.groups[group_id]
-        else:
-            self._start_deadlines(restored, self.clock(), group.session_deadlines, group.rebalance_deadlines)
-            self.groups[group_id] = restored
-        return False
+        return write_or_undo(self.groups, self.store, group_id, lambda failed, restored: self._start_deadlines(
+            restored, self.clock(), failed.session_deadlines, failed.rebalance_deadlines))
 
     def _start_deadlines(self, group: ConsumerGroup, now: float, sessions: dict, rebalances: dict) -> None:
         """Session (and revocation) deadlines for the group's members, those in ``sessions`` and

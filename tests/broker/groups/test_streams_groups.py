@@ -149,6 +149,32 @@ def test_groups_carry_on_after_a_restart(tmp_path):
     restarted.close()
 
 
+def test_a_failed_write_undoes_the_change_and_keeps_the_deadlines(tmp_path, monkeypatch):
+    clock = FakeClock()
+    coordinator = _coordinator(tmp_path, clock, standbys=0)
+    a = StreamsMember("g", "a", STATELESS)
+    for _ in range(2):
+        _beat(coordinator, a)
+    group = coordinator.groups["g"]
+    epoch, deadlines = group.group_epoch, dict(group.session_deadlines)
+
+    def fail(record):
+        raise OSError("disk full")
+    monkeypatch.setattr(coordinator.store._journal, "append", fail)
+    b = StreamsMember("g", "b", STATELESS)
+    assert coordinator.heartbeat(b.heartbeat(False), "client", "host").error == ErrorCode.NOT_COORDINATOR
+    group = coordinator.groups["g"]
+    assert set(group.members) == {a.member_id} and group.group_epoch == epoch
+    assert group.session_deadlines == deadlines  # a stays on its session, not a fresh one
+    new = StreamsMember("new", "c", STATELESS)
+    assert coordinator.heartbeat(new.heartbeat(False), "client", "host").error == ErrorCode.NOT_COORDINATOR
+    assert "new" not in coordinator.groups
+    monkeypatch.undo()
+    _beat(coordinator, b)  # the member retries once the coordinator can write again
+    assert set(coordinator.groups["g"].members) == {a.member_id, b.member_id}
+    coordinator.close()
+
+
 def test_a_shutdown_request_reaches_every_member():
     coordinator = _coordinator(standbys=0)
     a, b = StreamsMember("g", "a", STATELESS), StreamsMember("g", "b", STATELESS)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ....error_codes import ErrorCode
+from ..group_writes import forget, write_or_undo
 from ..member_epochs import late_members, offset_commit_error, offset_fetch_error
 from .assignor import MemberSpec, assign
 from .state import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Member, MemberState, StreamsGroup, Tasks, reconcile
@@ -97,26 +98,10 @@ class StreamsGroupCoordinator:
 
     def forget(self, group_id: str) -> None:
         """Drop a group for good (DeleteGroups); raises OSError."""
-        if self.store is not None:
-            self.store.delete(group_id)
-        self.groups.pop(group_id, None)
+        forget(self.groups, self.store, group_id)
 
     def _save(self, group_id: str) -> bool:
-        group = self.groups.get(group_id)
-        if self.store is None or group is None:
-            return True
-        try:
-            self.store.save(group)
-            return True
-        except OSError as exc:
-            log.error("streams group %s: could not write its state, undoing the change: %s", group_id, exc)
-        restored = self.store.restore(group_id)
-        if restored is None:
-            del self.groups[group_id]
-        else:
-            restored.session_deadlines, restored.rebalance_deadlines = group.session_deadlines, group.rebalance_deadlines
-            self.groups[group_id] = restored
-        return False
+        return write_or_undo(self.groups, self.store, group_id, _carry_deadlines)
 
     def _start_deadlines(self, group: StreamsGroup, member: Member, now: float) -> None:
         group.session_deadlines[member.member_id] = now + self.setting(group.group_id, "streams.session.timeout.ms") / 1000
@@ -425,3 +410,10 @@ def _offsets(entries, previous: tuple) -> tuple:
 
 def _within(owned: Tasks, assigned: Tasks) -> bool:
     return owned.active <= assigned.active and owned.standby <= assigned.standby and owned.warmup <= assigned.warmup
+
+
+def _carry_deadlines(failed: StreamsGroup, restored: StreamsGroup) -> None:
+    """The restored members keep their deadlines; a member the failed write would have added has none."""
+    for kept, carried in ((restored.session_deadlines, failed.session_deadlines),
+                          (restored.rebalance_deadlines, failed.rebalance_deadlines)):
+        kept.update((member_id, deadline) for member_id, deadline in carried.items() if member_id in restored.members)
