@@ -130,7 +130,7 @@ def test_the_broker_loads_its_apis_compression_and_oauth_http_on_first_use(tmp_p
 
 def test_a_fresh_broker_starts_without_the_groups_and_cleaner_it_does_not_need(tmp_path):
     modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
-    assert "kafkawire.broker.groups.coordinator" in modules  # (the run did get that far)
+    assert "kafkawire.broker.network.connection" in modules  # (the run did get that far)
     assert forbidden(modules, NOT_AT_START) == []
 
 

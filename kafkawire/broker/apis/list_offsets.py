@@ -6,7 +6,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..encoded_response import EncodedResponse, array_items
 from ..loop_slices import Slices
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..storage import PartitionLog
 from .state import BrokerState, RequestContext
 

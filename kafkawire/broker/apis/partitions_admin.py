@@ -11,7 +11,7 @@ from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..quotas.throttling import THROTTLED
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..storage import OffsetOutOfRange
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
