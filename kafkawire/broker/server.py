@@ -28,9 +28,7 @@ from .metrics import BrokerMetrics
 from .node_view import NodeView, SingleNode
 from .network.request_memory import RequestMemory
 from .security.listener_security import ListenerSecurity
-from .storage import PartitionLog
 from .storage.descriptors import DescriptorCache
-from .storage.remote import describe_closed_segment
 from .topics import TopicManager
 
 if TYPE_CHECKING:
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
     from .security.acls import Authorizer
     from .security.scram_store import ScramStore
     from .storage.cleaner import LogCleanerManager
+    from .storage.log import PartitionLog
 
 __all__ = ["Broker"]
 
@@ -382,6 +381,7 @@ class Broker:
     async def _retain(self, partition_log: PartitionLog, now: int) -> None:
         remote = partition_log.remote
         if remote is not None:
+            from .storage.remote import describe_closed_segment  # (only with tiered storage)
             for segment in partition_log.segments_to_copy():  # to the remote tier, the files off the loop
                 closed = describe_closed_segment(segment)
                 copied = await asyncio.to_thread(remote.copy_files, partition_log.name, closed)

@@ -12,7 +12,7 @@ from kafkawire.broker.encoded_response import EncodedResponse
 from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
 from kafkawire.broker.groups.coordinator import GroupCoordinator
 from kafkawire.broker.dispatch.handlers import Handlers
-from kafkawire.broker.storage import FileRecords
+from kafkawire.broker.storage.file_records import FileRecords
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.framing import encode_response_parts, read_response

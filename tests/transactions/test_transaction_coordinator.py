@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.storage import LogAppendError
+from kafkawire.broker.storage.errors import LogAppendError
 from kafkawire.broker.transactions.coordinator import TransactionCoordinator
 from kafkawire.broker.transactions.markers import MarkerWriter
 from kafkawire.broker.transactions.metadata import TxnState

@@ -7,7 +7,7 @@ from ...error_codes import ErrorCode
 from ..encoded_response import EncodedResponse, array_items
 from ..loop_slices import Slices
 from ...acl_types import AclOperation as Operation, ResourceType
-from ..storage import PartitionLog
+from ..storage.log import PartitionLog
 from .state import BrokerState, RequestContext
 
 __all__ = ["ListOffsetsApi"]

@@ -12,7 +12,7 @@ from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..quotas.throttling import THROTTLED
 from ...acl_types import AclOperation as Operation, ResourceType
-from ..storage import OffsetOutOfRange
+from ..storage.errors import OffsetOutOfRange
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
 

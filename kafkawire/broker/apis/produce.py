@@ -24,7 +24,9 @@ from ...records.batch import CODEC_MASK, TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSET
 from ...acl_types import AclOperation as Operation, ResourceType
 from .state import CLOSE_CONNECTION, CloseConnection, RequestContext
-from ..storage import DecompressionBudget, LogAppendError, PartitionLog
+from ..storage.errors import LogAppendError
+from ..storage.log import PartitionLog
+from ..storage.validation import DecompressionBudget
 from ..storage.validation import ValidatedBatch
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]

@@ -34,7 +34,9 @@ from ..groups.share.partition import AcknowledgeType, AcquiredRange, SharePartit
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ...acl_types import AclOperation as Operation, ResourceType
-from ..storage import LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage.errors import OffsetInRemoteTier, OffsetOutOfRange
+from ..storage.log import PartitionLog
+from ..storage.log_reads import LogRead
 from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 

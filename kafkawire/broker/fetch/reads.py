@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 from ...error_codes import ErrorCode
 from .sessions import SessionPartition
-from ..storage import FileRecords, LogOffsetMetadata, LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage.errors import OffsetInRemoteTier, OffsetOutOfRange
+from ..storage.file_records import FileRecords
+from ..storage.local_log import LogOffsetMetadata
+from ..storage.log import PartitionLog
+from ..storage.log_reads import LogRead
 from ..storage.transaction_index import AbortedTxn
 
 __all__ = ["PartitionRead", "read_partitions", "DelayedFetch"]

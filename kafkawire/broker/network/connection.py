@@ -35,7 +35,7 @@ from ..metrics import log_request, top_level_error
 from ..security.listener_security import ListenerSecurity
 from ..security.tls import subject_dn
 from .sending import send_parts
-from ..storage import FileRecords
+from ..storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from ...codec.base import Bytes
