@@ -12,7 +12,6 @@ from ..apis.state import BrokerState, RequestContext
 from .coordinator_keys import coordinator_keys
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
-from ..client_metrics import ClientMetrics
 from ..config.broker_config import BrokerConfig
 from .error_responses import error_response
 from ..fetch.purgatory import FetchPurgatory
@@ -27,6 +26,7 @@ from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction
 
 if TYPE_CHECKING:
     from ..apis.produce import ProduceHandler
+    from ..client_metrics import ClientMetrics
     from ..apis.share import ShareApis
     from ..delegation_tokens import DelegationTokens
     from ..groups.coordinator import GroupCoordinator
@@ -148,8 +148,7 @@ class Handlers:
         self._producer_ids: ProducerIdBlock | None = None
         self._transactions: TransactionCoordinator | None = None
         self._producer: ProduceHandler | None = None
-        self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
-        self.client_metrics.load()
+        self._client_metrics: ClientMetrics | None = None  # KIP-714's subscriptions: read on first use
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are;
         # built now if durable state is there to recover, else on first use (``share``)
         self._shared, self._metrics = shared, metrics
@@ -160,7 +159,7 @@ class Handlers:
         self._arguments: dict[str, tuple[Any, ...] | Callable[[], tuple[Any, ...]]] = {
             "FetchApi": (metrics,), "TransactionApis": lambda: (self.transactions,),
             "ProducerIdApi": lambda: (self.producer_ids, self.transactions),
-            "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
+            "ConfigApis": lambda: (self.client_metrics,), "TelemetryApis": lambda: (self.client_metrics,),
             "ConfigResourceApis": lambda: (self._group_configs(), self.client_metrics),
             "ClusterApis": (self.features,), "FeatureApis": (self.features,),
             "GroupAdminApis": lambda: (self.share,), "ShareOffsetApis": lambda: (self.share,),
@@ -199,6 +198,15 @@ class Handlers:
             from ..groups.group_configs import GroupConfigs
             configs = GroupConfigs(self._config)
         return configs
+
+    @property
+    def client_metrics(self) -> ClientMetrics:
+        """The client metrics subscriptions and client instances (KIP-714), read on first use."""
+        if self._client_metrics is None:
+            from ..client_metrics import ClientMetrics  # (only telemetry and its configs need them)
+            self._client_metrics = ClientMetrics(self._config.data_dir, self._config.telemetry_max_bytes)
+            self._client_metrics.load()
+        return self._client_metrics
 
     @property
     def producer_ids(self) -> ProducerIdBlock:
