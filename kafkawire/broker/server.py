@@ -127,10 +127,7 @@ class Broker:
         stored groups loaded, at start when there are any, else on first use."""
         if self.over is not None:
             return self.over.groups
-        if self._groups is None:
-            self._groups = self._build_groups()
-            self._groups.load(self._loop)
-        return self._groups
+        return self._groups if self._groups is not None else self._build_groups()
 
     def _stored_groups(self) -> bool:
         """Whether the data folder holds group state (offsets, groups, group configs) to recover."""
@@ -140,18 +137,21 @@ class Broker:
     def _build_groups(self) -> GroupCoordinator:
         from .groups.coordinator import GroupCoordinator  # (a broker that serves no group never loads them)
         from .groups.group_configs import GroupConfigs
-        return GroupCoordinator(self.config.data_dir / OFFSETS_FOLDER_NAME,
-                                       initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
-                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
-                                       topic_metadata=self._topic_metadata,
-                                       consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
-                                       consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
-                                       consumer_assignors=self.config.consumer_assignors,
-                                       streams_session_timeout_ms=self.config.group_streams_session_timeout_ms,
-                                       streams_heartbeat_interval_ms=self.config.group_streams_heartbeat_interval_ms,
-                                       streams_num_standby_replicas=self.config.group_streams_num_standby_replicas,
-                                       streams_num_warmup_replicas=self.config.group_streams_num_warmup_replicas,
-                                       configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
+        config = self.config
+        self._groups = GroupCoordinator(
+            config.data_dir / OFFSETS_FOLDER_NAME, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
+            topic_metadata=self._topic_metadata,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.consumer_assignors,
+            streams_session_timeout_ms=config.group_streams_session_timeout_ms,
+            streams_heartbeat_interval_ms=config.group_streams_heartbeat_interval_ms,
+            streams_num_standby_replicas=config.group_streams_num_standby_replicas,
+            streams_num_warmup_replicas=config.group_streams_num_warmup_replicas,
+            configs=GroupConfigs(config, config.data_dir / GROUP_CONFIG_FILE_NAME))
+        self._groups.load(self._loop)
+        return self._groups
 
     def _build_security(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -216,7 +216,7 @@ class Broker:
             self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
             self.topics.load()
             if self._stored_groups():  # their members' session timeouts run from now, as Kafka's loadGroup
-                self.groups.load()
+                self._build_groups()
         for security in self.security.values():  # OAUTHBEARER key sets: a broker without them does not start
             await security.start()
         await self._listen()

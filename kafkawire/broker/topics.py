@@ -100,7 +100,7 @@ class TopicManager:
         # topic, partition and config changes since the start: where a KRaft metadata log would have got
         # to (DescribeQuorum's high watermark; kafkawire keeps no metadata log)
         self.metadata_changes = 0
-        self.remote: RemoteStore | None = None  # remote.storage (a directory standing in for tiered storage), when configured
+        self.remote: RemoteStore | None = None  # a directory standing in for tiered storage, when configured
         if config.remote_dir is not None:
             from .storage.remote import RemoteStore
             self.remote = RemoteStore(config.remote_dir, config.remote_read_latency_ms)

@@ -61,8 +61,8 @@ class ProduceHandler:
     def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None,
                  transactions=None, verify_transactions: bool = True, metrics=None, view=None):
         """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all);
-        ``transactions``: gives the transaction coordinator (built on first use), asked before a transaction's first write to a
-        partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
+        ``transactions()``: the transaction coordinator (built on first use), asked before a transaction's
+        first write to a partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
         self.topics = topics
         self.allowed = allowed
         self.transactions = transactions
