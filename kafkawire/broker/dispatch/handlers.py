@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from ..client_metrics import ClientMetrics
     from ..apis.share import ShareApis
     from ..delegation_tokens import DelegationTokens
+    from ..groups.classic import ClassicMembership
     from ..groups.coordinator import GroupCoordinator
+    from ..groups.group_configs import GroupConfigs
     from ..security.acls import Authorizer
     from ..security.scram_store import ScramStore
     from ..transactions.coordinator import TransactionCoordinator
@@ -167,7 +169,10 @@ class Handlers:
             "ClientQuotaApis": (self.quota_store,)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
-        membership = lambda: self.groups.membership  # noqa: E731 (the coordinator is built on first use)
+
+        def membership() -> ClassicMembership:  # (the coordinator is built on first use)
+            return self.groups.membership
+
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             **{api_key: self._on_first_use(api_key, *route) for api_key, route in ROUTES.items()},
             ApiKey.PRODUCE: self._first_produce,
@@ -191,7 +196,7 @@ class Handlers:
     def groups(self) -> GroupCoordinator:
         return self.state.groups
 
-    def _group_configs(self) -> Any:
+    def _group_configs(self) -> GroupConfigs:
         """The groups' own configs (in memory only where a coordinator is built without them, as in tests)."""
         configs = self.groups.configs
         if configs is None:
@@ -235,7 +240,7 @@ class Handlers:
         config = self._config
         self._transactions = TransactionCoordinator(
             TransactionStateLog(config.data_dir), self.producer_ids,
-            MarkerWriter(self._topics.log, self.purgatory.notify,
+            MarkerWriter(self._topics.log, self.purgatory.notify,  # (the groups: built on first use)
                          lambda *done: self.groups.offsets.complete_transactional_offsets(*done)),
             max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
         self._transactions.load()
