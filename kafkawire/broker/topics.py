@@ -21,7 +21,6 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +35,8 @@ from .storage.descriptors import DescriptorCache
 from .config.topic_configs import ConfigError, TopicConfigs
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from .storage.log import PartitionLog
     from .storage.remote import RemoteStore
 
@@ -169,6 +170,7 @@ class TopicManager:
             for log in opened:
                 log.close()
             return
+        from concurrent.futures import ThreadPoolExecutor  # (only a broker with logs opened uses threads here)
         with ThreadPoolExecutor(max_workers=min(_CLOSING_THREADS, len(opened)),
                                 thread_name_prefix="kafkawire-log-close") as pool:
             list(pool.map(lambda partition_log: partition_log.close(), opened))
@@ -314,6 +316,7 @@ class TopicManager:
         millisecond a folder then delays no answer. A log used before makes its own; a stop leaves the
         rest to their first use."""
         if self._folder_maker is None:
+            from concurrent.futures import ThreadPoolExecutor  # (only a broker creating topics uses threads here)
             self._folder_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-log-folders")
         self._folder_maker.submit(self._make_each_folder, logs)
 
