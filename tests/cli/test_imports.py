@@ -39,12 +39,11 @@ NOT_AT_START = ("kafkawire.broker.apis.share", "kafkawire.broker.groups.share", 
 # What a broker with no group, transaction, SCRAM, delegation token or ACL settings, and no topic, builds on
 # first use, not before its first ApiVersions answer: the group and transaction coordinators (and the
 # stores under them), the produce and fetch paths, the partition logs and the record batches, the SCRAM
-# store and its hashing, the delegation tokens, the ACL authorizer. (Not ssl: asyncio imports it.)
+# store and the SASL mechanisms, the delegation tokens, the ACL authorizer. (Not ssl: asyncio imports it.)
 BUILT_ON_FIRST_USE = ("kafkawire.broker.groups.coordinator", "kafkawire.broker.groups.consumer_store",
                       "kafkawire.broker.groups.classic", "kafkawire.broker.transactions.coordinator",
                       "kafkawire.broker.apis.produce", "kafkawire.broker.fetch.reads", "kafkawire.broker.storage.log",
-                      "kafkawire.records",
-                      "kafkawire.sasl.scram", "kafkawire.broker.security.scram_store",
+                      "kafkawire.records", "kafkawire.sasl", "kafkawire.broker.security.scram_store",
                       "kafkawire.broker.delegation_tokens", "kafkawire.broker.security.acls")
 
 # The broker command in this process; once it has answered one ApiVersions request, the modules loaded.
