@@ -32,7 +32,7 @@ from kafkawire import messages as m  # noqa: E402
 from kafkawire.broker.apis.state import RequestContext  # noqa: E402
 from kafkawire.broker.config.broker_config import BrokerConfig  # noqa: E402
 from kafkawire.broker.dispatch.handlers import Handlers  # noqa: E402
-from kafkawire.broker.groups import GroupCoordinator  # noqa: E402
+from kafkawire.broker.groups.coordinator import GroupCoordinator  # noqa: E402
 from kafkawire.broker.topics import TopicManager  # noqa: E402
 from kafkawire.codec import native  # noqa: E402
 from kafkawire.framing import encode_request, encode_response_parts, read_request  # noqa: E402

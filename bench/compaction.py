@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import git_state
 
-from kafkawire.broker.storage import LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.storage.cleaner import LogCleaner
 from kafkawire.broker.storage.cleaner.batches import read_batches
 from kafkawire.records.batch import RecordBatch

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ResourceType", "ResourcePatternType", "AclOperation", "AclPermissionType"]
+__all__ = ["ResourceType", "ResourcePatternType", "AclOperation", "AclPermissionType", "TOPIC_OPERATIONS"]
 
 
 class _Named(enum.IntEnum):
@@ -68,3 +68,9 @@ class AclPermissionType(_Named):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+# the operations a topic supports, whose bits Metadata and DescribeTopicPartitions report as authorized
+TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+                    AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+                    AclOperation.ALTER_CONFIGS)

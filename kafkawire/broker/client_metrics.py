@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..error_codes import ErrorCode
-from ..records.checksums import crc32c
-from ..records.compression import decompress
 from .persistence.atomic_file import write_json_atomically
 
 __all__ = ["ClientMetrics", "ClientInstance", "ACCEPTED_COMPRESSION_TYPES", "SubscriptionError"]
@@ -66,6 +64,7 @@ class ClientInstance:
         """The latest pushed metrics, decompressed (OTLP ``MetricsData`` protobuf bytes)."""
         if self.payload is None:
             return None
+        from ..records.compression import decompress  # (the records package: only telemetry pushed needs it)
         return decompress(self.compression_type, self.payload, limit)
 
 
@@ -216,6 +215,7 @@ def _check(configs: dict[str, str]) -> None:
 
 def _subscription_id(metrics: list[str], interval_ms: int, instance_id: uuid.UUID) -> int:
     """``computeSubscriptionId``: CRC32C of the metrics and interval, XORed with the instance id's hash."""
+    from ..records.checksums import crc32c  # (the records package: only a telemetry client needs it)
     crc = crc32c(f"[{', '.join(metrics)}]{interval_ms}".encode())
     hilo = (instance_id.int >> 64) ^ (instance_id.int & (1 << 64) - 1)
     value = (crc ^ (hilo >> 32) ^ hilo) & 0xFFFFFFFF

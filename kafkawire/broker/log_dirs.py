@@ -20,8 +20,10 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .storage import PartitionLog
+if TYPE_CHECKING:
+    from .storage.log import PartitionLog
 
 __all__ = ["LogDirs", "ReplicaMove", "FUTURE_SUFFIX"]
 

@@ -21,25 +21,24 @@ from .network.connection import Connection
 from .network.connection_limits import ConnectionLimits, descriptor_budget
 from .network.receiving import FrameReceiver
 from .network.faults import Faults
-from .groups import GroupCoordinator
-from .groups.group_configs import GROUP_CONFIG_FILE_NAME, GroupConfigs
+from .groups.state_files import GROUP_CONFIG_FILE_NAME, OFFSETS_FOLDER_NAME
 from .dispatch.handlers import Handlers
 from .network.listeners import Listener
 from .metrics import BrokerMetrics
 from .node_view import NodeView, SingleNode
 from .network.request_memory import RequestMemory
-from .security.acls import Authorizer
 from .security.listener_security import ListenerSecurity
-from .security.scram_store import ScramStore, parse_add_scram
-from .delegation_tokens import DelegationTokens
-from .storage import PartitionLog
 from .storage.descriptors import DescriptorCache
-from .storage.remote import describe_closed_segment
 from .topics import TopicManager
 
 if TYPE_CHECKING:
+    from .delegation_tokens import DelegationTokens
+    from .groups.coordinator import GroupCoordinator
     from .network.tap import WireTap
+    from .security.acls import Authorizer
+    from .security.scram_store import ScramStore
     from .storage.cleaner import LogCleanerManager
+    from .storage.log import PartitionLog
 
 __all__ = ["Broker"]
 
@@ -59,9 +58,6 @@ class Broker:
 
     descriptors: DescriptorCache
     topics: TopicManager
-    groups: GroupCoordinator
-    scram: ScramStore
-    tokens: DelegationTokens
     authorizer: Authorizer | None
 
     def __init__(self, config: BrokerConfig | None = None, *, over: "Broker | None" = None,
@@ -71,15 +67,22 @@ class Broker:
         self.view: NodeView = view if view is not None else SingleNode(self.config.node_id)
         self.faults = Faults()  # injected on command (tests of clients under failure)
         connection_descriptors, file_descriptors = descriptor_budget()
+        # the group coordinator, SCRAM credentials and delegation tokens: built on first use (or at start,
+        # when stored state is there to recover), so that a broker that serves none loads none of them
+        self._groups: GroupCoordinator | None = None
+        self._scram: ScramStore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the broker runs on (set by start)
+        self._tokens: DelegationTokens | None = None
         if over is not None:  # the storage and coordinators are the other broker's
-            self.descriptors, self.topics, self.groups = over.descriptors, over.topics, over.groups
+            self.descriptors, self.topics = over.descriptors, over.topics
         else:
-            self._build_storage(file_descriptors)
+            self.descriptors = DescriptorCache(max(file_descriptors // 3, 16))  # segments hold up to 3 each
+            self.topics = TopicManager(self.config, self.descriptors)
         self.listeners: list[Listener] = self.config.listener_list()
         # each listener's TLS and SASL settings, checked now: what cannot be honoured is refused at start
         self.security = {listener.name: ListenerSecurity(listener, self.config.security) for listener in self.listeners}
         if over is not None:
-            self.scram, self.tokens, self.authorizer = over.scram, over.tokens, over.authorizer
+            self.authorizer = over.authorizer
         else:
             self._build_security()
         self.handlers: Handlers | None = None
@@ -118,34 +121,74 @@ class Broker:
             self._cleaner.load()
         return self._cleaner
 
-    def _build_storage(self, file_descriptors: int) -> None:
-        self.descriptors = DescriptorCache(max(file_descriptors // 3, 16))  # segments hold up to 3 each
-        self.topics = TopicManager(self.config, self.descriptors)
-        self.groups = GroupCoordinator(self.config.data_dir / "__consumer_offsets",
-                                       initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
-                                       partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
-                                       topic_metadata=self._topic_metadata,
-                                       consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
-                                       consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
-                                       consumer_assignors=self.config.consumer_assignors,
-                                       streams_session_timeout_ms=self.config.group_streams_session_timeout_ms,
-                                       streams_heartbeat_interval_ms=self.config.group_streams_heartbeat_interval_ms,
-                                       streams_num_standby_replicas=self.config.group_streams_num_standby_replicas,
-                                       streams_num_warmup_replicas=self.config.group_streams_num_warmup_replicas,
-                                       configs=GroupConfigs(self.config, self.config.data_dir / GROUP_CONFIG_FILE_NAME))
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The group coordinator (classic, consumer and streams groups, committed offsets): built, and its
+        stored groups loaded, at start when there are any, else on first use."""
+        if self.over is not None:
+            return self.over.groups
+        return self._groups if self._groups is not None else self._build_groups()
+
+    def _stored_groups(self) -> bool:
+        """Whether the data folder holds group state (offsets, groups, group configs) to recover."""
+        folder = self.config.data_dir / OFFSETS_FOLDER_NAME
+        return (folder.is_dir() and any(folder.iterdir())) or (self.config.data_dir / GROUP_CONFIG_FILE_NAME).exists()
+
+    def _build_groups(self) -> GroupCoordinator:
+        from .groups.coordinator import GroupCoordinator  # (a broker that serves no group never loads them)
+        from .groups.group_configs import GroupConfigs
+        config = self.config
+        self._groups = GroupCoordinator(
+            config.data_dir / OFFSETS_FOLDER_NAME, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            partition_exists=lambda topic, p: self.topics.log(topic, p) is not None,
+            topic_metadata=self._topic_metadata,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=config.consumer_assignors,
+            streams_session_timeout_ms=config.group_streams_session_timeout_ms,
+            streams_heartbeat_interval_ms=config.group_streams_heartbeat_interval_ms,
+            streams_num_standby_replicas=config.group_streams_num_standby_replicas,
+            streams_num_warmup_replicas=config.group_streams_num_warmup_replicas,
+            configs=GroupConfigs(config, config.data_dir / GROUP_CONFIG_FILE_NAME))
+        self._groups.load(self._loop)
+        return self._groups
 
     def _build_security(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.scram = ScramStore(self.config.data_dir / "scram-credentials.json")
-        for entry in self.config.scram_credentials:  # as kafka-storage format --add-scram adds them
-            mechanism, user, credential = parse_add_scram(entry)
-            self.scram.put(user, credential)
-        if self.config.scram_credentials:
+        if self.config.scram_credentials:  # as kafka-storage format --add-scram adds them
+            from .security.scram_store import parse_add_scram
+            for entry in self.config.scram_credentials:
+                mechanism, user, credential = parse_add_scram(entry)
+                self.scram.put(user, credential)
             self.scram.save()
-        self.authorizer = Authorizer.from_settings(self.config.security, self.config.data_dir / "acls.json")
-        config = self.config
-        self.tokens = DelegationTokens(config.data_dir / "delegation-tokens.json", config.delegation_token_secret_key,
-                                       config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms)
+        self.authorizer = None  # no authorizer.class.name: every request is allowed (and the ACLs stay unloaded)
+        if (self.config.security.get("authorizer.class.name") or "").strip():
+            from .security.acls import Authorizer
+            self.authorizer = Authorizer.from_settings(self.config.security, self.config.data_dir / "acls.json")
+
+    @property
+    def scram(self) -> ScramStore:
+        """The SCRAM credentials (SASL/SCRAM and their admin APIs), read on first use."""
+        if self.over is not None:
+            return self.over.scram
+        if self._scram is None:
+            from .security.scram_store import ScramStore
+            self._scram = ScramStore(self.config.data_dir / "scram-credentials.json")
+        return self._scram
+
+    @property
+    def tokens(self) -> DelegationTokens:
+        """The delegation tokens, read on first use."""
+        if self.over is not None:
+            return self.over.tokens
+        if self._tokens is None:
+            from .delegation_tokens import DelegationTokens
+            config = self.config
+            self._tokens = DelegationTokens(config.data_dir / "delegation-tokens.json",
+                                            config.delegation_token_secret_key,
+                                            config.delegation_token_max_lifetime_ms,
+                                            config.delegation_token_expiry_time_ms)
+        return self._tokens
 
     @property
     def bootstrap(self) -> str:
@@ -168,30 +211,35 @@ class Broker:
         if self.config.tap_path is not None and self.tap is None:
             from .network.tap import WireTap  # (the pcap writer, imported only when asked for)
             self.tap = WireTap(self.config.tap_path)
+        self._loop = asyncio.get_running_loop()
         if self.over is None:
             self.descriptors.bind_to_current_thread()  # the loop's: only it closes segment files
             self.topics.load()
-            await self.groups.start()
+            if self._stored_groups():  # their members' session timeouts run from now, as Kafka's loadGroup
+                self._build_groups()
         for security in self.security.values():  # OAUTHBEARER key sets: a broker without them does not start
             await security.start()
         await self._listen()
         self.port = self.ports[self.listeners[0].name]
-        self.handlers = Handlers(self.config, self.topics, self.groups, self.port, self.scram, self.authorizer,
-                                 metrics=self.metrics, tokens=self.tokens, view=self.view,
+        self.handlers = Handlers(self.config, self.topics, lambda: self.groups, self.port, lambda: self.scram,
+                                 self.authorizer, metrics=self.metrics, tokens=lambda: self.tokens, view=self.view,
                                  shared=self.over.handlers if self.over is not None else None)
         if self.metrics is not None:
             assert self.config.metrics_port is not None
             self.metrics.parked_fetches.set_function(lambda: len(self.handlers.purgatory) if self.handlers else 0)
-            groups = self.groups
-            self.metrics.group_count.labels("classic").set_function(lambda: len(groups.groups))
-            self.metrics.group_count.labels("consumer").set_function(lambda: len(groups.consumer.groups))
+            # (a coordinator not built yet has no group: the gauges do not build it)
+            owner = self.over if self.over is not None else self
+            self.metrics.group_count.labels("classic").set_function(
+                lambda: len(owner._groups.groups) if owner._groups is not None else 0)
+            self.metrics.group_count.labels("consumer").set_function(
+                lambda: len(owner._groups.consumer.groups) if owner._groups is not None else 0)
             self.metrics.group_count.labels("share").set_function(
                 lambda: len(self.handlers.share.groups.groups) if self.handlers and self.handlers.share_built else 0)
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         if self.over is not None:  # the housekeeping of shared state is the other broker's
             log.info("kafkawire broker node %d listening on %s", self.config.node_id, self.bootstrap)
             return
-        self.handlers.transactions.load()  # transactions a crash left in PrepareCommit/PrepareAbort complete
+        self.handlers.recover_transactions()  # transactions a crash left in PrepareCommit/PrepareAbort complete
         self._schedule_retention()
         loop = asyncio.get_running_loop()
         self._idle_sweeper = loop.create_task(self._close_idle_connections())
@@ -199,7 +247,7 @@ class Broker:
         if self.config.log_cleaner_enable and self.config.log_cleaner_threads > 0:
             self._cleaner_task = loop.create_task(self._clean_logs())
         self._group_sweeper = loop.create_task(self._expire_consumer_group_members())
-        if self.tokens.enabled:
+        if self.config.delegation_token_secret_key:  # (tokens are enabled)
             self._token_sweeper = loop.create_task(self._expire_delegation_tokens())
         if self.config.freeze_heap:  # what the start built lives as long as the broker: no collection walks it
             gc.freeze()
@@ -288,7 +336,8 @@ class Broker:
         if self.handlers is not None:
             self.handlers.close()
         if self.over is None:
-            await self.groups.close()
+            if self._groups is not None:
+                await self._groups.close()
             self.topics.close()
         for security in self.security.values():
             security.close()
@@ -332,6 +381,7 @@ class Broker:
     async def _retain(self, partition_log: PartitionLog, now: int) -> None:
         remote = partition_log.remote
         if remote is not None:
+            from .storage.remote import describe_closed_segment  # (only with tiered storage)
             for segment in partition_log.segments_to_copy():  # to the remote tier, the files off the loop
                 closed = describe_closed_segment(segment)
                 copied = await asyncio.to_thread(remote.copy_files, partition_log.name, closed)
@@ -370,7 +420,8 @@ class Broker:
         while True:
             await asyncio.sleep(0.1)
             try:
-                self.groups.expire_members()
+                if self._groups is not None:  # (none built: no member to fence)
+                    self._groups.expire_members()
             except Exception:  # never let the sweep die
                 log.exception("expiring consumer group members failed")
 
@@ -389,12 +440,15 @@ class Broker:
         interval.ms), finish those whose markers failed, forget idle transactional ids (every
         transaction.remove.expired.transaction.cleanup.interval.ms)."""
         assert self.handlers is not None
-        coordinator = self.handlers.transactions
+        handlers = self.handlers
         config = self.config
         loop = asyncio.get_running_loop()
         next_expiry = loop.time() + config.transaction_expiration_interval_ms / 1000
         while True:
             await asyncio.sleep(config.transaction_abort_interval_ms / 1000)
+            if not handlers.transactions_built:  # (no transaction yet: nothing to abort or forget)
+                continue
+            coordinator = handlers.transactions
             try:
                 coordinator.retry_incomplete()
                 coordinator.abort_timed_out()

@@ -21,18 +21,24 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..error_codes import ErrorCode
 from .log_dirs import FUTURE_SUFFIX, LogDirs, ReplicaMove
 from .metadata_cache import MetadataCache
 from .persistence.atomic_file import write_json_atomically
 from .config.broker_config import MAX_RECORDS_PER_USER_OP, BrokerConfig
-from .storage import LogConfig, PartitionLog, RemoteStore
+from .storage.config import LogConfig
 from .storage.descriptors import DescriptorCache
 from .config.topic_configs import ConfigError, TopicConfigs
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .storage.log import PartitionLog
+    from .storage.remote import RemoteStore
 
 __all__ = ["Topic", "TopicManager", "TopicError"]
 
@@ -95,8 +101,10 @@ class TopicManager:
         # topic, partition and config changes since the start: where a KRaft metadata log would have got
         # to (DescribeQuorum's high watermark; kafkawire keeps no metadata log)
         self.metadata_changes = 0
-        self.remote = (RemoteStore(config.remote_dir, config.remote_read_latency_ms)
-                       if config.remote_dir is not None else None)
+        self.remote: RemoteStore | None = None  # a directory standing in for tiered storage, when configured
+        if config.remote_dir is not None:
+            from .storage.remote import RemoteStore
+            self.remote = RemoteStore(config.remote_dir, config.remote_read_latency_ms)
         self.dirs = LogDirs(config.log_dirs)
         self._placement: dict[str, list[str]] = {}  # topic being created -> its partitions' directories
 
@@ -162,9 +170,10 @@ class TopicManager:
             for log in opened:
                 log.close()
             return
+        from concurrent.futures import ThreadPoolExecutor  # (only a broker with logs opened uses threads here)
         with ThreadPoolExecutor(max_workers=min(_CLOSING_THREADS, len(opened)),
                                 thread_name_prefix="kafkawire-log-close") as pool:
-            list(pool.map(PartitionLog.close, opened))
+            list(pool.map(lambda partition_log: partition_log.close(), opened))
 
     def _save(self) -> None:
         self.metadata_changes += 1
@@ -307,6 +316,7 @@ class TopicManager:
         millisecond a folder then delays no answer. A log used before makes its own; a stop leaves the
         rest to their first use."""
         if self._folder_maker is None:
+            from concurrent.futures import ThreadPoolExecutor  # (only a broker creating topics uses threads here)
             self._folder_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-log-folders")
         self._folder_maker.submit(self._make_each_folder, logs)
 
@@ -429,6 +439,7 @@ class TopicManager:
                   directory: str | None = None) -> PartitionLog:
         """A partition's log in ``directory`` (one of log.dirs; None: the first), opened on first use (a new
         one's folder is made by ``_make_folders`` or then)."""
+        from .storage.log import PartitionLog  # (a broker with no topic never loads the storage)
         remote = self.remote if log_config.remote_storage_enable else None
         return PartitionLog(self._log_dir(topic.name, partition, directory), log_config, remote=remote,
                             descriptors=self.descriptors, lazy=True)

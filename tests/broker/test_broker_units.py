@@ -10,9 +10,9 @@ from kafkawire.broker.apis.state import RequestContext
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.encoded_response import EncodedResponse
 from kafkawire.broker.fetch.sessions import FetchSessionCache, SessionPartition
-from kafkawire.broker.groups import GroupCoordinator
+from kafkawire.broker.groups.coordinator import GroupCoordinator
 from kafkawire.broker.dispatch.handlers import Handlers
-from kafkawire.broker.storage import FileRecords
+from kafkawire.broker.storage.file_records import FileRecords
 from kafkawire.broker.topics import TopicManager
 from kafkawire.error_codes import ErrorCode
 from kafkawire.framing import encode_response_parts, read_response

@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 
+from kafkawire.broker.groups.offsets_store import OFFSETS_FILE_NAME
 from kafkawire.broker.groups.state_files import SHARE_GROUPS_FILE_NAME, STREAMS_GROUPS_FILE_NAME
+from kafkawire.broker.transactions.state_file import TRANSACTION_STATE_FILE_NAME
 from support.paths import REPO
 
 # Module names (or their packages) that neither the broker nor the client may load.
@@ -33,6 +35,16 @@ NOT_AT_START = ("kafkawire.broker.apis.share", "kafkawire.broker.groups.share", 
                 "kafkawire.broker.storage.cleaner.cleaner", "kafkawire.broker.storage.cleaner.manager",
                 "kafkawire.broker.security.authenticator", "kafkawire.broker.security.jwks",
                 "kafkawire.broker.security.signed_tokens", "kafkawire.sasl.oauthbearer", "kafkawire.sasl.redact")
+
+# What a broker with no group, transaction, SCRAM, delegation token or ACL settings, and no topic, builds on
+# first use, not before its first ApiVersions answer: the group and transaction coordinators (and the
+# stores under them), the produce and fetch paths, the partition logs and the record batches, the SCRAM
+# store and the SASL mechanisms, the delegation tokens, the ACL authorizer. (Not ssl: asyncio imports it.)
+BUILT_ON_FIRST_USE = ("kafkawire.broker.groups.coordinator", "kafkawire.broker.groups.consumer_store",
+                      "kafkawire.broker.groups.classic", "kafkawire.broker.transactions.coordinator",
+                      "kafkawire.broker.apis.produce", "kafkawire.broker.fetch.reads", "kafkawire.broker.storage.log",
+                      "kafkawire.records", "kafkawire.sasl", "kafkawire.broker.security.scram_store",
+                      "kafkawire.broker.delegation_tokens", "kafkawire.broker.security.acls")
 
 # The broker command in this process; once it has answered one ApiVersions request, the modules loaded.
 # With a third argument, it then sends a request of each API whose handler loads on first use (newest
@@ -130,8 +142,23 @@ def test_the_broker_loads_its_apis_compression_and_oauth_http_on_first_use(tmp_p
 
 def test_a_fresh_broker_starts_without_the_groups_and_cleaner_it_does_not_need(tmp_path):
     modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
-    assert "kafkawire.broker.groups.coordinator" in modules  # (the run did get that far)
+    assert "kafkawire.broker.network.connection" in modules  # (the run did get that far)
     assert forbidden(modules, NOT_AT_START) == []
+
+
+def test_a_fresh_broker_answers_before_building_its_coordinators_and_logs(tmp_path):
+    modules = loaded_by(BROKER_RUN, str(free_port()), str(tmp_path / "data"))
+    assert "kafkawire.broker.apis.cluster" in modules  # (ApiVersions was answered)
+    assert forbidden(modules, BUILT_ON_FIRST_USE) == []
+
+
+def test_a_broker_with_group_and_transaction_state_recovers_it_at_start(tmp_path):
+    data = tmp_path / "data"
+    (data / "__consumer_offsets").mkdir(parents=True)
+    (data / "__consumer_offsets" / OFFSETS_FILE_NAME).write_text("")
+    (data / TRANSACTION_STATE_FILE_NAME).write_text("")
+    modules = loaded_by(BROKER_RUN, str(free_port()), str(data))
+    assert {"kafkawire.broker.groups.coordinator", "kafkawire.broker.transactions.coordinator"} <= set(modules)
 
 
 def test_a_broker_with_share_and_streams_state_recovers_it_at_start(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from kafkawire.broker.storage import LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.storage.cleaner.cleaner import LogCleaner, cleanable_offsets
 from kafkawire.records.batch import RecordBatch
 from kafkawire.records.builder import RecordBatchBuilder

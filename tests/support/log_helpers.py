@@ -2,7 +2,8 @@
 kafkawire.records, and a PartitionLog opened with a LogConfig of keyword arguments."""
 from __future__ import annotations
 
-from kafkawire.broker.storage import LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.records import Codec, RecordBatchBuilder
 
 NOW = 1_700_000_000_000

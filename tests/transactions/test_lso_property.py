@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 
 from kafkawire.broker.fetch.reads import PartitionRead, read_partitions
 from kafkawire.broker.fetch.sessions import SessionPartition
-from kafkawire.broker.storage import FileRecords, LogAppendError, RemoteStore
+from kafkawire.broker.storage.errors import LogAppendError
+from kafkawire.broker.storage.file_records import FileRecords
+from kafkawire.broker.storage.remote import RemoteStore
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.storage import LogAppendError
-from kafkawire.broker.transactions import (MarkerWriter, ProducerIdBlock, TransactionCoordinator,
-                                           TransactionStateLog, TxnState)
+from kafkawire.broker.storage.errors import LogAppendError
+from kafkawire.broker.transactions.coordinator import TransactionCoordinator
+from kafkawire.broker.transactions.markers import MarkerWriter
+from kafkawire.broker.transactions.metadata import TxnState
+from kafkawire.broker.transactions.producer_ids import ProducerIdBlock
+from kafkawire.broker.transactions.state_log import TransactionStateLog
 from kafkawire.error_codes import ErrorCode as E
 
 from support.fake_clock import FakeClock

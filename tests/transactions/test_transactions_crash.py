@@ -22,7 +22,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from support.broker_harness import RawClient
 from support.broker_process import SEGMENT_BYTES, BrokerProcess
 from support.broker_wire import create_topic
-from kafkawire.broker.storage import LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.records import RecordBatch, iter_batches
 from kafkawire.records.control import ControlType, control_record
 

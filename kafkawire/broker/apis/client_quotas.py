@@ -5,7 +5,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..quotas.store import ClientQuotaStore, QuotaError
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["ClientQuotaApis"]

@@ -7,7 +7,7 @@ from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
 from ..node_view import GROUP, TRANSACTION
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .features import FinalizedFeatures, report_features
 from .controller_listener import CONTROLLER_APIS, describe_controllers
 from .state import BrokerState, RequestContext

@@ -8,7 +8,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..client_metrics import ClientMetrics
 from ..groups.group_configs import GroupConfigs
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["ConfigResourceApis"]

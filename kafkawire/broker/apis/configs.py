@@ -12,7 +12,7 @@ from ..client_metrics import ClientMetrics, SubscriptionError
 from ..groups.group_configs import GroupConfigError, GroupConfigs
 from ..encoded_response import EncodedResponse, array_items
 from ..loop_slices import Slices
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..config.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigType
 from ..topics import TopicError
 from .state import BrokerState, RequestContext

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.consumer_state import Assignment, ConsumerGroup
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 

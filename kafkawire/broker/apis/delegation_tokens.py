@@ -15,7 +15,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..delegation_tokens import DelegationTokens, TokenInformation
 from ..delegation_tokens.manager import ERROR_TIMESTAMP
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["DelegationTokenApis"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..persistence.atomic_file import write_json_atomically
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["FinalizedFeatures", "FeatureApis", "METADATA_VERSION", "SUPPORTED_FEATURES", "report_features"]

@@ -14,7 +14,7 @@ from ..fetch.response import fetch_response
 from ..fetch.sessions import FetchContext, SessionPartition
 from ..metrics import BrokerMetrics
 from ..network.listeners import Listener
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["FetchApi"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.deletion import delete_groups, delete_offsets
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .share import ShareApis
 from .state import BrokerState, RequestContext
 

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from ...error_codes import ErrorCode
 from ..groups.classic_state import _GROUP_AUTHORIZED_OPERATIONS, _NO_AUTHORIZED_OPERATIONS
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["describe_groups", "assigned_by_id"]

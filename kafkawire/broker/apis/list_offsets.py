@@ -6,8 +6,8 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ..encoded_response import EncodedResponse, array_items
 from ..loop_slices import Slices
-from ..security.acls import Operation, ResourceType
-from ..storage import PartitionLog
+from ...acl_types import AclOperation as Operation, ResourceType
+from ..storage.log import PartitionLog
 from .state import BrokerState, RequestContext
 
 __all__ = ["ListOffsetsApi"]

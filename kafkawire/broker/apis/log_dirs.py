@@ -6,7 +6,7 @@ import os
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["LogDirApis"]

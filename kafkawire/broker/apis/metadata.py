@@ -10,7 +10,7 @@ from ..encoded_response import EncodedResponse
 from ..loop_slices import Slices
 from ..metadata_cache import NO_OPERATIONS, encode_topic, metadata_response, with_operations
 from ..topics import Topic, TopicError
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["MetadataApi"]

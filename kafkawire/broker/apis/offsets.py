@@ -9,7 +9,7 @@ from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..dispatch.error_responses import error_response
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["OffsetApis"]

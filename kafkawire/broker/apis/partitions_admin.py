@@ -11,8 +11,8 @@ from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..quotas.throttling import THROTTLED
-from ..security.acls import Operation, ResourceType
-from ..storage import OffsetOutOfRange
+from ...acl_types import AclOperation as Operation, ResourceType
+from ..storage.errors import OffsetOutOfRange
 from ..topics import TopicError
 from .state import BrokerState, RequestContext
 

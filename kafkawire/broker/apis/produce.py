@@ -22,19 +22,14 @@ from ...codec.base import Bytes
 from ...error_codes import ErrorCode
 from ...records.batch import CODEC_MASK, TRANSACTIONAL_FLAG
 from ...records.layouts import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, MAGIC_OFFSET
-from ..security.acls import Operation, ResourceType
-from .state import RequestContext
-from ..storage import DecompressionBudget, LogAppendError, PartitionLog
+from ...acl_types import AclOperation as Operation, ResourceType
+from .state import CLOSE_CONNECTION, CloseConnection, RequestContext
+from ..storage.errors import LogAppendError
+from ..storage.log import PartitionLog
+from ..storage.validation import DecompressionBudget
 from ..storage.validation import ValidatedBatch
 
 __all__ = ["ProduceHandler", "CLOSE_CONNECTION"]
-
-
-class _CloseConnection:
-    """What a handler returns when Kafka answers by closing the connection (acks=0 produce with errors)."""
-
-
-CLOSE_CONNECTION = _CloseConnection()
 
 # Uncompressed batches up to this much a request are checked on the loop: the check is a CRC and one
 # pass over the records in C (a few milliseconds at worst, for MiBs of empty records), and a thread
@@ -66,8 +61,8 @@ class ProduceHandler:
     def __init__(self, topics, notify, max_decompressed_bytes: int, workers: int = 2, allowed=None,
                  transactions=None, verify_transactions: bool = True, metrics=None, view=None):
         """``allowed(context, operation, resource type, name)``: the authorizer's answer (None: all);
-        ``transactions``: the transaction coordinator, asked before a transaction's first write to a
-        partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
+        ``transactions()``: the transaction coordinator (built on first use), asked before a transaction's
+        first write to a partition (KIP-890; ``verify_transactions`` is transaction.partition.verification.enable)."""
         self.topics = topics
         self.allowed = allowed
         self.transactions = transactions
@@ -82,7 +77,7 @@ class ProduceHandler:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def produce(self, request: m.ProduceRequest, version: int,
-                      context: RequestContext) -> m.ProduceResponse | _CloseConnection | None:
+                      context: RequestContext) -> m.ProduceResponse | CloseConnection | None:
         if _has_transactional_records(request) and not self._may_write_transactionally(request, context):
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif request.acks not in (-1, 0, 1):
@@ -152,7 +147,7 @@ class ProduceHandler:
         add = version >= 12
         if not add and not self.verify_transactions:
             return
-        code = self.transactions.verify_or_add(request.transactional_id, batch.producer_id, batch.producer_epoch,
+        code = self.transactions().verify_or_add(request.transactional_id, batch.producer_id, batch.producer_epoch,
                                                (item.topic, item.partition), add)
         if code == ErrorCode.NONE:
             return

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..security.acls import Operation, ResourceType
-from ..transactions import ProducerIdBlock, TransactionCoordinator
+from ...acl_types import AclOperation as Operation, ResourceType
+from ..transactions.coordinator import TransactionCoordinator
+from ..transactions.producer_ids import ProducerIdBlock
 from .state import BrokerState, RequestContext
 
 __all__ = ["ProducerIdApi"]

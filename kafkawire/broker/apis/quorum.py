@@ -12,7 +12,7 @@ import time
 
 from ... import messages as m
 from ...error_codes import ErrorCode
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["QuorumApis", "METADATA_TOPIC"]

@@ -9,7 +9,7 @@ from collections import Counter
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ...sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..security.scram_store import MECHANISM_BY_TYPE
 from .state import BrokerState, RequestContext
 

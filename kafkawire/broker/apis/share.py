@@ -33,8 +33,10 @@ from ..groups.share.membership import ASSIGNOR_NAME, ShareGroup
 from ..groups.share.partition import AcknowledgeType, AcquiredRange, SharePartition
 from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
-from ..security.acls import Operation, ResourceType
-from ..storage import LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ...acl_types import AclOperation as Operation, ResourceType
+from ..storage.errors import OffsetInRemoteTier, OffsetOutOfRange
+from ..storage.log import PartitionLog
+from ..storage.log_reads import LogRead
 from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 

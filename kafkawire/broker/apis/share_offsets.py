@@ -20,7 +20,7 @@ import uuid
 from ... import messages as m
 from ...codec.primitives import ZERO_UUID
 from ...error_codes import ErrorCode
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .share import ShareApis
 from .state import BrokerState, RequestContext
 

@@ -2,20 +2,33 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..config.broker_config import BrokerConfig
-from ..fetch.reads import FetchPurgatory
-from ..fetch.sessions import FetchSessionCache
-from ..groups import GroupCoordinator
-from ..network.listeners import Listener
-from ..node_view import NodeView
-from ..quotas import ClientQuotas
-from ..security.acls import TOPIC_OPERATIONS, Authorizer, Operation, ResourceType
-from ..security.scram_store import ScramStore
-from ..topics import TopicManager
+from ...acl_types import TOPIC_OPERATIONS, ResourceType
+from ...acl_types import AclOperation as Operation
 
-__all__ = ["BrokerState", "RequestContext"]
+if TYPE_CHECKING:  # (the state is built by dispatch.handlers: the classes are only named here)
+    from ..config.broker_config import BrokerConfig
+    from ..fetch.purgatory import FetchPurgatory
+    from ..fetch.sessions import FetchSessionCache
+    from ..groups.coordinator import GroupCoordinator
+    from ..network.listeners import Listener
+    from ..node_view import NodeView
+    from ..quotas import ClientQuotas
+    from ..security.acls import Authorizer
+    from ..security.scram_store import ScramStore
+    from ..topics import TopicManager
+
+__all__ = ["BrokerState", "RequestContext", "CLOSE_CONNECTION", "CloseConnection"]
+
+
+class CloseConnection:
+    """What a handler returns when Kafka answers by closing the connection (acks=0 produce with errors)."""
+
+
+CLOSE_CONNECTION = CloseConnection()
 
 
 @dataclass
@@ -55,15 +68,23 @@ class RequestContext:
 class BrokerState:
     config: BrokerConfig
     topics: TopicManager
-    groups: GroupCoordinator
+    group_coordinator: Callable[[], GroupCoordinator]  # gives it (the broker builds it on first use)
     port: int
     versions: dict[int, tuple[int, int]]  # API key -> (oldest, newest) served
     purgatory: FetchPurgatory
     sessions: FetchSessionCache
-    scram: ScramStore
+    scram_store: Callable[[], ScramStore]  # gives it (read on first use)
     authorizer: Authorizer | None  # None: every request is allowed (no authorizer.class.name)
     view: NodeView  # what this node leads and coordinates (a single broker: everything)
     quotas: ClientQuotas  # the client quotas this node enforces
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.group_coordinator()
+
+    @property
+    def scram(self) -> ScramStore:
+        return self.scram_store()
 
     def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal may do ``operation`` on the resource (always, without an

@@ -14,7 +14,7 @@ from ...error_codes import ErrorCode
 from ..groups.streams.coordinator import ACCEPTABLE_RECOVERY_LAG, TASK_OFFSET_INTERVAL_MS
 from ..groups.streams.state import StreamsGroup, Tasks
 from ..groups.streams.topology import Status, TopicInfo, Topology
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..topics import TopicError
 from .group_describe import describe_groups
 from .state import BrokerState, RequestContext

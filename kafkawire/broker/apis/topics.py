@@ -9,7 +9,7 @@ from ...messages import ApiKey
 from ..quotas import MutationQuota
 from ..quotas.throttling import THROTTLED
 from ..topics import Topic, TopicError
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .state import BrokerState, RequestContext
 
 __all__ = ["TopicApis"]

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from ... import messages as m
 from ...error_codes import ErrorCode
 from ..groups.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
-from ..security.acls import Operation, ResourceType
-from ..transactions import TransactionCoordinator, TxnState
+from ...acl_types import AclOperation as Operation, ResourceType
+from ..transactions.coordinator import TransactionCoordinator
+from ..transactions.metadata import TxnState
 from .state import BrokerState, RequestContext
 
 __all__ = ["TransactionApis"]

@@ -8,7 +8,7 @@ from ... import messages as m
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
 from ..apis.state import RequestContext
-from ..security.acls import Operation, ResourceType
+from ...acl_types import AclOperation as Operation, ResourceType
 from .controller import Controller
 
 __all__ = ["OffsetForLeaderEpochApi"]

@@ -20,7 +20,7 @@ from typing import Any
 from ...error_codes import ErrorCode
 from ..persistence.atomic_file import write_json_atomically
 from .broker_config import PROPERTIES, BrokerConfig
-from ..storage import LogConfig
+from ..storage.config import LogConfig
 
 __all__ = ["ConfigError", "ConfigEntry", "TopicConfigs", "TOPIC_CONFIGS", "BROKER_LOG_CONFIGS", "ConfigSource",
            "ConfigType"]

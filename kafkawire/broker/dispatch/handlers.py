@@ -8,30 +8,34 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ..apis.features import FinalizedFeatures
-from ..apis.produce import ProduceHandler
 from ..apis.state import BrokerState, RequestContext
 from .coordinator_keys import coordinator_keys
 from ...error_codes import ErrorCode
 from ...messages import ApiKey
-from ..client_metrics import ClientMetrics
 from ..config.broker_config import BrokerConfig
 from .error_responses import error_response
-from ..fetch.reads import FetchPurgatory
+from ..fetch.purgatory import FetchPurgatory
 from ..fetch.sessions import FetchSessionCache
-from ..groups import GroupCoordinator
-from ..groups.group_configs import GroupConfigs
 from ..groups.state_files import SHARE_GROUPS_FILE_NAME
 from ..node_view import NodeView, SingleNode
 from ..quotas import ClientQuotas, ClientQuotaStore
-from ..security.acls import Authorizer, Operation, ResourceType
-from ..security.scram_store import ScramStore
-from ..delegation_tokens import DelegationTokens
+from ...acl_types import AclOperation as Operation, ResourceType
 from ..topics import TopicManager
-from ..transactions import MarkerWriter, ProducerIdBlock, TransactionCoordinator, TransactionStateLog
+from ..transactions.state_file import TRANSACTION_STATE_FILE_NAME
 from .versions import TRANSACTION_V2_VERSIONS, served_versions, with_transaction_version
 
 if TYPE_CHECKING:
+    from ..apis.produce import ProduceHandler
+    from ..client_metrics import ClientMetrics
     from ..apis.share import ShareApis
+    from ..delegation_tokens import DelegationTokens
+    from ..groups.classic import ClassicMembership
+    from ..groups.coordinator import GroupCoordinator
+    from ..groups.group_configs import GroupConfigs
+    from ..security.acls import Authorizer
+    from ..security.scram_store import ScramStore
+    from ..transactions.coordinator import TransactionCoordinator
+    from ..transactions.producer_ids import ProducerIdBlock
 
 __all__ = ["Handlers", "ROUTES"]
 
@@ -106,17 +110,19 @@ class Handlers:
     """The broker's request handlers over its shared state: ``handle(api_key, ...)`` answers a request."""
 
     purgatory: FetchPurgatory
-    producer_ids: ProducerIdBlock
-    transactions: TransactionCoordinator
     features: FinalizedFeatures
 
-    def __init__(self, config: BrokerConfig, topics: TopicManager, groups: GroupCoordinator, port: int,
-                 scram: ScramStore | None = None, authorizer: Authorizer | None = None, metrics=None,
-                 view: NodeView | None = None, shared: Handlers | None = None,
-                 tokens: DelegationTokens | None = None):
-        """``view``: what this node leads and coordinates (default: everything, a single broker);
-        ``shared``: another node's handlers, whose purgatory and transaction coordinator this node
-        shares (an in-process cluster's nodes serve the same logs)."""
+    def __init__(self, config: BrokerConfig, topics: TopicManager,
+                 groups: GroupCoordinator | Callable[[], GroupCoordinator], port: int,
+                 scram: ScramStore | Callable[[], ScramStore] | None = None, authorizer: Authorizer | None = None,
+                 metrics=None, view: NodeView | None = None, shared: Handlers | None = None,
+                 tokens: DelegationTokens | Callable[[], DelegationTokens] | None = None):
+        """``groups``, ``scram``, ``tokens``: each the object, or a function that gives it (the broker's,
+        which builds it on first use); ``view``: what this node leads and coordinates (default: everything,
+        a single broker); ``shared``: another node's handlers, whose purgatory and transaction coordinator
+        this node shares (an in-process cluster's nodes serve the same logs)."""
+        self._config, self._topics = config, topics
+        self._scram: ScramStore | None = None  # without the broker's: credentials in memory (built on first use)
         # the finalized features, one set for an in-process cluster's nodes
         self.features = shared.features if shared is not None else FinalizedFeatures(
             config.data_dir / "features.json", config.transaction_version)
@@ -128,64 +134,56 @@ class Handlers:
                                    config.controller_quota_window_num, config.controller_quota_window_size_seconds,
                                    metrics)
         self.state = BrokerState(
-            config, topics, groups, port,
+            config, topics, _given(groups), port,
             dict(with_transaction_version(served, self.features.level("transaction.version"))),  # changes live
             shared.purgatory if shared is not None else FetchPurgatory(),
             FetchSessionCache(config.fetch_session_cache_slots, config.fetch_session_eviction_ms),
-            scram if scram is not None else ScramStore(None), authorizer,
+            _given(scram) if scram is not None else self._scram_in_memory, authorizer,
             view if view is not None else SingleNode(config.node_id), self.quotas)
         self._owns_transactions = shared is None
-        self.groups = groups
         self.purgatory = self.state.purgatory
         self.versions = self.state.versions  # API key -> (oldest, newest)
         self._served = served  # before transaction.version caps it
         self.features.listeners.append(self._apply_transaction_version)
-        if shared is not None:
-            producer_ids, self.transactions = shared.producer_ids, shared.transactions
-        else:
-            producer_ids = ProducerIdBlock(config.data_dir / "producer_ids.json")  # one block: ids never repeat
-            self.transactions = TransactionCoordinator(
-                TransactionStateLog(config.data_dir), producer_ids,
-                MarkerWriter(topics.log, self.purgatory.notify, groups.offsets.complete_transactional_offsets),
-                max_timeout_ms=config.transaction_max_timeout_ms,
-                id_expiration_ms=config.transactional_id_expiration_ms)
-        self.producer_ids = producer_ids
-        self.producer = ProduceHandler(topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
-                                       allowed=self.state.allowed if authorizer is not None else None,
-                                       transactions=self.transactions, metrics=metrics,
-                                       verify_transactions=config.transaction_partition_verification,
-                                       view=self.state.view)
-        self.client_metrics = ClientMetrics(config.data_dir, config.telemetry_max_bytes)
-        self.client_metrics.load()
+        # the producer ids, transaction coordinator and produce path: built on first use (``transactions``
+        # at start, by ``recover_transactions``, when a transaction state log is there to recover)
+        self._producer_ids: ProducerIdBlock | None = None
+        self._transactions: TransactionCoordinator | None = None
+        self._producer: ProduceHandler | None = None
+        self._client_metrics: ClientMetrics | None = None  # KIP-714's subscriptions: read on first use
         # share groups: state shared with the other nodes of an in-process cluster, as transactions are;
         # built now if durable state is there to recover, else on first use (``share``)
         self._shared, self._metrics = shared, metrics
         self._share: ShareApis | None = None
         if (shared is not None and shared.share_built) or (config.data_dir / SHARE_GROUPS_FILE_NAME).exists():
             self._build_share()
-        # the groups' own configs (in memory only where a coordinator is built without them, as in tests)
-        group_configs = groups.configs if groups.configs is not None else GroupConfigs(config)
         # what a handler class in ROUTES takes after the shared state
         self._arguments: dict[str, tuple[Any, ...] | Callable[[], tuple[Any, ...]]] = {
-            "FetchApi": (metrics,), "TransactionApis": (self.transactions,),
-            "ProducerIdApi": (producer_ids, self.transactions),
-            "ConfigApis": (self.client_metrics,), "TelemetryApis": (self.client_metrics,),
-            "ConfigResourceApis": (group_configs, self.client_metrics),
+            "FetchApi": (metrics,), "TransactionApis": lambda: (self.transactions,),
+            "ProducerIdApi": lambda: (self.producer_ids, self.transactions),
+            "ConfigApis": lambda: (self.client_metrics,), "TelemetryApis": lambda: (self.client_metrics,),
+            "ConfigResourceApis": lambda: (self._group_configs(), self.client_metrics),
             "ClusterApis": (self.features,), "FeatureApis": (self.features,),
             "GroupAdminApis": lambda: (self.share,), "ShareOffsetApis": lambda: (self.share,),
-            "DelegationTokenApis": (tokens if tokens is not None else DelegationTokens(None, None, 1, 1),),
+            "DelegationTokenApis": lambda: (_given(tokens)() if tokens is not None else _tokens_disabled(),),
             "ClientQuotaApis": (self.quota_store,)}
         self._apis: dict[str, Any] = {}  # class name -> the handler object built on first use
         group = self._group_api  # READ on the group, as Kafka checks it for the membership APIs
-        join_group = groups.membership.join_group
+
+        def membership() -> ClassicMembership:  # (the coordinator is built on first use)
+            return self.groups.membership
+
         self.table: dict[int, Callable[..., Awaitable[Any]]] = {
             **{api_key: self._on_first_use(api_key, *route) for api_key, route in ROUTES.items()},
-            ApiKey.PRODUCE: self.producer.produce,
-            ApiKey.JOIN_GROUP: group(ApiKey.JOIN_GROUP, lambda request, version, context: join_group(
+            ApiKey.PRODUCE: self._first_produce,
+            ApiKey.JOIN_GROUP: group(ApiKey.JOIN_GROUP, lambda request, version, context: membership().join_group(
                 request, version, context.client_id, context.client_host)),
-            ApiKey.HEARTBEAT: group(ApiKey.HEARTBEAT, _plain(groups.membership.heartbeat)),
-            ApiKey.LEAVE_GROUP: group(ApiKey.LEAVE_GROUP, _plain(groups.membership.leave_group)),
-            ApiKey.SYNC_GROUP: group(ApiKey.SYNC_GROUP, _plain(groups.membership.sync_group)),
+            ApiKey.HEARTBEAT: group(ApiKey.HEARTBEAT, lambda request, version, context: membership().heartbeat(
+                request, version)),
+            ApiKey.LEAVE_GROUP: group(ApiKey.LEAVE_GROUP, lambda request, version, context: membership().leave_group(
+                request, version)),
+            ApiKey.SYNC_GROUP: group(ApiKey.SYNC_GROUP, lambda request, version, context: membership().sync_group(
+                request, version)),
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.SHARE_GROUP_HEARTBEAT: lambda *request: self.share.heartbeat(*request),
@@ -193,6 +191,94 @@ class Handlers:
             ApiKey.SHARE_FETCH: lambda *request: self.share.share_fetch(*request),
             ApiKey.SHARE_ACKNOWLEDGE: lambda *request: self.share.share_acknowledge(*request),
         }
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.state.groups
+
+    def _group_configs(self) -> GroupConfigs:
+        """The groups' own configs (in memory only where a coordinator is built without them, as in tests)."""
+        configs = self.groups.configs
+        if configs is None:
+            from ..groups.group_configs import GroupConfigs
+            configs = GroupConfigs(self._config)
+        return configs
+
+    @property
+    def client_metrics(self) -> ClientMetrics:
+        """The client metrics subscriptions and client instances (KIP-714), read on first use."""
+        if self._client_metrics is None:
+            from ..client_metrics import ClientMetrics  # (only telemetry and its configs need them)
+            self._client_metrics = ClientMetrics(self._config.data_dir, self._config.telemetry_max_bytes)
+            self._client_metrics.load()
+        return self._client_metrics
+
+    @property
+    def producer_ids(self) -> ProducerIdBlock:
+        """The producer ids (one block: ids never repeat), shared by an in-process cluster's nodes."""
+        if self._producer_ids is None:
+            if self._shared is not None:
+                self._producer_ids = self._shared.producer_ids
+            else:
+                from ..transactions.producer_ids import ProducerIdBlock
+                self._producer_ids = ProducerIdBlock(self._config.data_dir / "producer_ids.json")
+        return self._producer_ids
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """The transaction coordinator, shared by an in-process cluster's nodes; built, and its state log
+        read, on first use."""
+        return self._transactions if self._transactions is not None else self._build_transactions()
+
+    def _build_transactions(self) -> TransactionCoordinator:
+        if self._shared is not None:
+            self._transactions = self._shared.transactions
+            return self._transactions
+        from ..transactions.coordinator import TransactionCoordinator  # (most brokers never see a transaction)
+        from ..transactions.markers import MarkerWriter
+        from ..transactions.state_log import TransactionStateLog
+        config = self._config
+        self._transactions = TransactionCoordinator(
+            TransactionStateLog(config.data_dir), self.producer_ids,
+            MarkerWriter(self._topics.log, self.purgatory.notify,  # (the groups: built on first use)
+                         lambda *done: self.groups.offsets.complete_transactional_offsets(*done)),
+            max_timeout_ms=config.transaction_max_timeout_ms, id_expiration_ms=config.transactional_id_expiration_ms)
+        self._transactions.load()
+        return self._transactions
+
+    @property
+    def transactions_built(self) -> bool:
+        """Whether the transaction coordinator is built (if not, there is no transaction)."""
+        return self._transactions is not None
+
+    def recover_transactions(self) -> None:
+        """At start: load the transaction state log, if there is one (transactions a crash left in
+        PrepareCommit or PrepareAbort complete); without one the coordinator is built on first use."""
+        if self._transactions is None and (self._config.data_dir / TRANSACTION_STATE_FILE_NAME).exists():
+            self._build_transactions()
+
+    @property
+    def producer(self) -> ProduceHandler:
+        """The produce path, built on the first Produce request."""
+        if self._producer is None:
+            from ..apis.produce import ProduceHandler
+            config, state = self._config, self.state
+            self._producer = ProduceHandler(
+                self._topics, self.purgatory.notify, config.produce_max_decompressed_bytes,
+                allowed=state.allowed if state.authorizer is not None else None,
+                transactions=lambda: self.transactions, metrics=self._metrics,
+                verify_transactions=config.transaction_partition_verification, view=state.view)
+        return self._producer
+
+    def _first_produce(self, request: Any, version: int, context: RequestContext) -> Awaitable[Any]:
+        produce = self.table[ApiKey.PRODUCE] = self.producer.produce  # (the table holds it from now on)
+        return produce(request, version, context)
+
+    def _scram_in_memory(self) -> ScramStore:
+        if self._scram is None:
+            from ..security.scram_store import ScramStore  # (only SCRAM's admin APIs and SASL/SCRAM need it)
+            self._scram = ScramStore(None)
+        return self._scram
 
     @property
     def share(self) -> ShareApis:
@@ -263,12 +349,13 @@ class Handlers:
     def close(self) -> None:
         if self._apply_transaction_version in self.features.listeners:  # a stopped node serves nothing
             self.features.listeners.remove(self._apply_transaction_version)
-        self.producer.close()
+        if self._producer is not None:
+            self._producer.close()
         if self._share is not None:
             self._share.close()
         self.quotas.close()
-        if self._owns_transactions:
-            self.transactions.close()
+        if self._owns_transactions and self._transactions is not None:
+            self._transactions.close()
 
     async def handle(self, api_key: int, request: Any, version: int, context: RequestContext) -> Any:
         """The response to one request (None: no response is sent)."""
@@ -283,6 +370,12 @@ class Handlers:
         return await self.table[api_key](request, version, context)
 
 
-def _plain(handler: Callable[[Any, int], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """A handler that needs no request context."""
-    return lambda request, version, context: handler(request, version)
+def _given(value: Any) -> Callable[[], Any]:
+    """A function that gives ``value``: itself if it is one (the broker's, that builds the object on first
+    use), else one that returns it."""
+    return value if callable(value) else lambda: value
+
+
+def _tokens_disabled() -> DelegationTokens:
+    from ..delegation_tokens import DelegationTokens  # (only the delegation token APIs need them)
+    return DelegationTokens(None, None, 1, 1)

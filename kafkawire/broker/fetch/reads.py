@@ -8,9 +8,9 @@ count against MaxBytes like any other (upstream's later fix of the overshoot). L
 ``FileRecords`` slices of the segments, which the server sends with sendfile(2): the log bytes are
 never copied through Python.
 
-``FetchPurgatory`` parks fetches that found too little data: appends wake the fetches watching that
-partition, which complete once the bytes available reach MinBytes; otherwise a timer ends them at
-MaxWaitMs. A parked fetch is a future and a timer handle: idle, it costs nothing.
+``DelayedFetch`` is a fetch that found too little data, parked in the ``purgatory``: appends wake the
+fetches watching that partition, which complete once the bytes available reach MinBytes; otherwise a
+timer ends them at MaxWaitMs. A parked fetch is a future and a timer handle: idle, it costs nothing.
 """
 from __future__ import annotations
 
@@ -20,10 +20,14 @@ from dataclasses import dataclass
 
 from ...error_codes import ErrorCode
 from .sessions import SessionPartition
-from ..storage import FileRecords, LogOffsetMetadata, LogRead, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog
+from ..storage.errors import OffsetInRemoteTier, OffsetOutOfRange
+from ..storage.file_records import FileRecords
+from ..storage.local_log import LogOffsetMetadata
+from ..storage.log import PartitionLog
+from ..storage.log_reads import LogRead
 from ..storage.transaction_index import AbortedTxn
 
-__all__ = ["PartitionRead", "read_partitions", "FetchPurgatory", "DelayedFetch"]
+__all__ = ["PartitionRead", "read_partitions", "DelayedFetch"]
 
 log = logging.getLogger(__name__)
 
@@ -199,43 +203,3 @@ class DelayedFetch:
                 self.done.set_result(True)
                 return True
         return False
-
-
-class FetchPurgatory:
-    """Parked fetches, watched by partition."""
-
-    def __init__(self) -> None:
-        self._watchers: dict[tuple[str | None, int], set[DelayedFetch]] = {}
-
-    def __len__(self) -> int:
-        return len({id(d) for watchers in self._watchers.values() for d in watchers})
-
-    async def park(self, delayed: DelayedFetch, max_wait_s: float) -> None:
-        """Wait until ``delayed`` completes or ``max_wait_s`` passes."""
-        keys = [(read.topic, read.partition) for read in delayed.reads if read.log is not None]
-        for key in keys:
-            self._watchers.setdefault(key, set()).add(delayed)
-        try:
-            if not delayed.try_complete():  # data may have arrived while the first read ran
-                await asyncio.wait_for(asyncio.shield(delayed.done), max_wait_s)
-        except TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                watchers = self._watchers.get(key)
-                if watchers is not None:
-                    watchers.discard(delayed)
-                    if not watchers:
-                        del self._watchers[key]
-
-    def complete_all(self) -> None:
-        """Answer every parked fetch now, with what it has (the broker is shutting down)."""
-        for watchers in list(self._watchers.values()):
-            for delayed in list(watchers):
-                if not delayed.done.done():
-                    delayed.done.set_result(True)
-
-    def notify(self, topic: str, partition: int) -> None:
-        """Data was appended to a partition: wake the fetches that now have enough."""
-        for delayed in list(self._watchers.get((topic, partition), ())):
-            delayed.try_complete()

@@ -148,7 +148,12 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         """Load committed offsets and group generations from ``data_dir``; start serving."""
-        self.loop = asyncio.get_running_loop()
+        self.load()
+
+    def load(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """``start``, its timers on ``loop`` (default: the running loop's; the broker builds its coordinator on
+        first use, which may be outside its loop, as a test's look at ``broker.groups``)."""
+        self.loop = loop if loop is not None else asyncio.get_running_loop()
         self.store.load()
         if self.configs is not None:
             self.configs.load()

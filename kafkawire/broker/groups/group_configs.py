@@ -20,11 +20,11 @@ from typing import Any
 
 from ...error_codes import ErrorCode
 from ..persistence.atomic_file import write_json_atomically
+from .state_files import GROUP_CONFIG_FILE_NAME
 
 __all__ = ["GroupConfigs", "GroupConfigError", "GroupConfigEntry", "GROUP_CONFIG_FILE_NAME", "parse_reset",
            "GROUP_CONFIG_SOURCE"]
 
-GROUP_CONFIG_FILE_NAME = "group-configs.json"
 GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE = 8, 5, 4  # DescribeConfigs' ConfigSource
 _BOOLEAN, _STRING, _INT = 1, 2, 3  # DescribeConfigs' ConfigType
 _INT32_MAX = (1 << 31) - 1

@@ -24,8 +24,7 @@ from ...errors import DecodeError
 from ...messages import ApiKey
 from ...framing import FrameTooLarge, encode_response_parts, peek_request, read_request
 from ..apis.controller_listener import CONTROLLER_APIS
-from ..apis.produce import CLOSE_CONNECTION
-from ..apis.state import RequestContext
+from ..apis.state import CLOSE_CONNECTION, RequestContext
 from ..encoded_response import EncodedResponse
 from ..dispatch.error_responses import error_response
 from ..loop_slices import LARGE_FRAME, take_turn
@@ -36,7 +35,7 @@ from ..metrics import log_request, top_level_error
 from ..security.listener_security import ListenerSecurity
 from ..security.tls import subject_dn
 from .sending import send_parts
-from ..storage import FileRecords
+from ..storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from ...codec.base import Bytes

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from ..storage import FileRecords
+from ..storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from ...codec.base import Bytes

@@ -25,7 +25,7 @@ from pathlib import Path
 from ...acl_types import AclOperation as Operation
 from ...acl_types import AclPermissionType as Permission
 from ...acl_types import ResourcePatternType as PatternType
-from ...acl_types import ResourceType
+from ...acl_types import TOPIC_OPERATIONS, ResourceType
 from ..persistence.atomic_file import PRIVATE, write_json_atomically
 
 __all__ = ["ResourceType", "PatternType", "Operation", "Permission", "AclBinding", "AclFilter", "Authorizer",
@@ -38,9 +38,6 @@ WILDCARD_PRINCIPAL = "User:*"
 # authorizer.class.name values that turn the authorizer on (KRaft's and the ZooKeeper-era one)
 AUTHORIZER_CLASS_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                           "kafka.security.authorizer.AclAuthorizer")
-# the operations a topic supports, whose bits Metadata and DescribeTopicPartitions report as authorized
-TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
-                    Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
 _IMPLIES_DESCRIBE = {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
 _IMPLIES_DESCRIBE_CONFIGS = {Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS}
 

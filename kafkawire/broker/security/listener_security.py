@@ -12,12 +12,11 @@ import logging
 import ssl
 from typing import TYPE_CHECKING
 
-from ...sasl import MECHANISMS
 from ..network.listeners import Listener
-from .jaas import JaasEntry, parse_jaas, plain_users
 from .tls import PrincipalMapper, server_context
 
 if TYPE_CHECKING:
+    from .jaas import JaasEntry
     from .signed_tokens import SignedTokenValidator
 
 __all__ = ["ListenerSecurity"]
@@ -63,6 +62,7 @@ class ListenerSecurity:
         text = own if own is not None else self.get("sasl.jaas.config")
         if text is None:
             return None
+        from .jaas import parse_jaas  # (only a SASL listener has JAAS entries)
         try:
             entry = parse_jaas(text)
         except ValueError as error:
@@ -75,6 +75,8 @@ class ListenerSecurity:
         return entry
 
     def _configure_sasl(self) -> None:
+        from ...sasl import MECHANISMS  # (the SASL modules: only a SASL listener loads them)
+        from .jaas import plain_users
         text = self.get("sasl.enabled.mechanisms") or "GSSAPI"  # Kafka's default
         mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
         unsupported = [m for m in mechanisms if m not in MECHANISMS]

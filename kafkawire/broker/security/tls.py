@@ -16,7 +16,6 @@ import os
 import re
 import ssl
 import sys
-import tempfile
 from pathlib import Path
 
 __all__ = ["server_context", "subject_dn", "PrincipalMapper", "TLS_PROTOCOLS"]
@@ -45,6 +44,7 @@ def server_context(settings: dict[str, str]) -> ssl.SSLContext:
     if location:
         _load_chain(context, location, password, "ssl.keystore.location")
     elif settings.get("ssl.keystore.certificate.chain") and settings.get("ssl.keystore.key"):
+        import tempfile  # (only a listener with PEM material in its settings writes it out)
         with tempfile.TemporaryDirectory() as scratch:  # the ssl module loads keys from files only
             path = Path(scratch) / "keystore.pem"
             path.write_text(settings["ssl.keystore.key"] + "\n" + settings["ssl.keystore.certificate.chain"])

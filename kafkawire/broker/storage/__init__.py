@@ -6,17 +6,8 @@ snapshots (Kafka's format). ``PartitionLog`` appends (validating as Kafka 4.0 do
 per-partition semantics, rolls, recovers a torn tail, applies retention and moves closed segments to a
 ``RemoteStore``. Pure Python, synchronous; no asyncio here, but for the log cleaner (``cleaner*``:
 compaction, whose heavy work runs on a worker thread and whose swap runs on the event loop).
-"""
-from .config import CREATE_TIME, LOG_APPEND_TIME, LogConfig
-from .errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
-from .file_records import FileRecords
-from .log import AppendResult, LogOffsetMetadata, LogRead, OffsetAndTimestamp, PartitionLog
-from .remote import RemoteSegment, RemoteStore
-from .validation import DecompressionBudget
 
-__all__ = [
-    "LogConfig", "CREATE_TIME", "LOG_APPEND_TIME",
-    "LogAppendError", "OffsetOutOfRange", "OffsetInRemoteTier",
-    "PartitionLog", "AppendResult", "LogRead", "FileRecords", "LogOffsetMetadata", "OffsetAndTimestamp",
-    "RemoteStore", "RemoteSegment", "DecompressionBudget",
-]
+The modules: ``log`` (``PartitionLog``, over ``local_log``, ``log_reads``, ``log_retention``...), ``config``
+(``LogConfig``), ``errors``, ``file_records`` (``FileRecords``, the sendfile pieces), ``remote``
+(``RemoteStore``), ``validation``. Nothing is imported here: a broker with no topic loads none of them.
+"""

@@ -1,10 +1,5 @@
-"""The transaction coordinator (KIP-98, KIP-447, KIP-890): transactional ids' state and its durable
-log, producer ids, and the markers that end a transaction in every partition it wrote to."""
-from .coordinator import TransactionCoordinator
-from .markers import MarkerWriter
-from .metadata import TransactionMetadata, TxnState
-from .producer_ids import ProducerIdBlock
-from .state_log import TransactionStateLog
+"""The transaction coordinator (KIP-98, KIP-447, KIP-890): transactional ids' state (``metadata``) and its
+durable log (``state_log``), producer ids (``producer_ids``), the markers that end a transaction in every
+partition it wrote to (``markers``), and the coordinator over them (``coordinator``).
 
-__all__ = ["TransactionCoordinator", "MarkerWriter", "TransactionMetadata", "TxnState", "ProducerIdBlock",
-           "TransactionStateLog"]
+Nothing is imported here: a broker that sees no transaction loads none of it."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from ...error_codes import ErrorCode
 from ..groups.offsets_topic import OFFSETS_TOPIC
-from ..storage import LogAppendError
+from ..storage.errors import LogAppendError
 
 __all__ = ["MarkerWriter"]
 

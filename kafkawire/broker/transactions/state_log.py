@@ -17,13 +17,13 @@ import logging
 from pathlib import Path
 
 from ..persistence.journal import Journal
+from .state_file import TRANSACTION_STATE_FILE_NAME
 from .metadata import TransactionMetadata, TxnState, TxnTransit
 
 __all__ = ["TransactionStateLog", "TRANSACTION_STATE_FILE_NAME"]
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_FILE_NAME = "transaction-state.jsonl"
 _STATES = {state.value: state for state in TxnState}
 
 

@@ -27,7 +27,9 @@ from kafkawire import messages as m
 from kafkawire.broker.fetch.reads import PartitionRead
 from kafkawire.broker.fetch.response import fetch_response
 from kafkawire.broker.node_view import NodeAddress
-from kafkawire.broker.storage import FileRecords, LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.file_records import FileRecords
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.storage.segment import LogSegment, iter_batch_headers
 from kafkawire.broker.dispatch.versions import SUPPORTED_VERSIONS
 from kafkawire.codec.primitives import ZERO_UUID

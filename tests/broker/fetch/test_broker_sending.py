@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from kafkawire.broker.network.sending import send_parts
-from kafkawire.broker.storage import FileRecords
+from kafkawire.broker.storage.file_records import FileRecords
 
 
 def _slices(path, sizes):

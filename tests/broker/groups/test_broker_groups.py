@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kafkawire.broker.groups import GroupCoordinator
+from kafkawire.broker.groups.coordinator import GroupCoordinator
 from kafkawire.broker.groups.offsets_store import OFFSETS_FILE_NAME, CommittedOffset, GroupRecord, OffsetStore
 from kafkawire.error_codes import ErrorCode as E
 from kafkawire.messages.describe_groups_request import DescribeGroupsRequest

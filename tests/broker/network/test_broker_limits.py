@@ -13,7 +13,7 @@ import pytest
 from support.broker_harness import BrokerThread, RawClient
 from kafkawire import messages as m
 from kafkawire.broker.config.broker_config import BrokerConfig
-from kafkawire.broker.storage import PartitionLog
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.storage.descriptors import DescriptorCache
 from kafkawire.records import RecordBatchBuilder, iter_records
 from support.broker_wire import create_topic, fetch, produce

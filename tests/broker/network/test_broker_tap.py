@@ -25,7 +25,7 @@ from support.broker_harness import BrokerThread
 from kafkawire import messages as m
 from kafkawire.broker.network.tap import WireTap
 from kafkawire.broker.network.connection import Connection
-from kafkawire.broker.storage import FileRecords
+from kafkawire.broker.storage.file_records import FileRecords
 from kafkawire.framing import Correlator, FrameBuffer, decode_request, decode_response, peek_request
 from kafkawire.pcap.writer import (DEFAULT_MSS, TcpConversationWriter, enhanced_packet_block, file_header,
                                    interface_description_block, section_header_block)

@@ -13,7 +13,8 @@ from support.compaction_helpers import Writer, clean_fully, compacted_log, read_
 
 from kafkawire.broker.config.broker_config import BrokerConfig
 from kafkawire.broker.server import Broker
-from kafkawire.broker.storage import LogAppendError, LogConfig
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.errors import LogAppendError
 from kafkawire.broker.storage.cleaner import cleaner as cleaner_module
 from kafkawire.broker.storage.cleaner import files as cleaner_files
 from kafkawire.broker.storage.cleaner.cleaner import (

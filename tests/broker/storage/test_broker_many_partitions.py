@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.broker.storage import PartitionLog
+from kafkawire.broker.storage.log import PartitionLog
 from support.broker_process import BrokerProcess
 from support.log_helpers import batch, open_log
 

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from kafkawire.broker.storage import LogAppendError, LogConfig, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.errors import LogAppendError
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import Codec, iter_batches
 from kafkawire.records.builder import RecordBatchBuilder

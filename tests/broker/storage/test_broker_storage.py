@@ -13,9 +13,11 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkawire.broker.storage import (
-    FileRecords, LogAppendError, LogOffsetMetadata, OffsetInRemoteTier, OffsetOutOfRange, PartitionLog, RemoteStore,
-)
+from kafkawire.broker.storage.errors import LogAppendError, OffsetInRemoteTier, OffsetOutOfRange
+from kafkawire.broker.storage.file_records import FileRecords
+from kafkawire.broker.storage.local_log import LogOffsetMetadata
+from kafkawire.broker.storage.log import PartitionLog
+from kafkawire.broker.storage.remote import RemoteStore
 from kafkawire.error_codes import ErrorCode
 from kafkawire.records import Codec, LegacyMessageSetBuilder, iter_batches
 from kafkawire.records.record import TimestampType

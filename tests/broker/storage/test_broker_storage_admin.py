@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.storage import LogConfig, OffsetOutOfRange, PartitionLog
+from kafkawire.broker.storage.config import LogConfig
+from kafkawire.broker.storage.errors import OffsetOutOfRange
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.storage.leader_epochs import LeaderEpochCache
 from kafkawire.records import RecordBatchBuilder
 

@@ -10,7 +10,8 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkawire.broker.storage import LogAppendError, validation
+from kafkawire.broker.storage.errors import LogAppendError
+from kafkawire.broker.storage import validation
 from kafkawire.broker.storage.config import LogConfig
 from kafkawire.errors import RecordsError
 from kafkawire.error_codes import ErrorCode
