@@ -101,6 +101,8 @@ class ShareFetcher:
         self.renew_supported = True  # cleared by the driver when a broker's ShareAcknowledge is below v2
         self.metadata_refresh_needed = False
         self.completed: list[AcknowledgementResult] = []
+        # whether ``completed`` gets the acknowledgements that succeeded too (for a callback), not only failures
+        self.report_acknowledged = True
         self.errors: list[Exception] = []  # raised by the next poll
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
@@ -283,9 +285,12 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
+        nodes -= self._in_flight
+        if not nodes:
+            return []
         busy = self._busy_nodes()
         requests = []
-        for node in sorted(nodes - self._in_flight):
+        for node in sorted(nodes):
             session = self._sessions.setdefault(node, ShareSession(node))
             acks = self._take_acks(node, session)
             wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
@@ -466,6 +471,8 @@ class ShareFetcher:
 
     def _complete(self, request: ShareRequest, results: Mapping[TopicPartition, Exception | None]) -> None:
         for tp, error in results.items():
+            if error is None and not self.report_acknowledged:
+                continue  # nobody to tell: the offsets need not be listed one by one
             offsets = request.acknowledgements[tp].acknowledged_offsets()
             if offsets:
                 self.completed.append(({tp: offsets}, error))
