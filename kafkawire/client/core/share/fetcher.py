@@ -291,9 +291,11 @@ class ShareFetcher:
         busy = self._busy_nodes()
         requests = []
         for node in sorted(nodes):
+            wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
+            if wanted and node in busy and node not in self._commits and not self._renewing_at(node):
+                continue  # the usual poll while records are handed out: the acknowledgements wait for the fetch
             session = self._sessions.setdefault(node, ShareSession(node))
             acks = self._take_acks(node, session)
-            wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
             renewing = any(a.has(AcknowledgeType.RENEW) for a in acks.values())
             if node in self._commits and not acks and not self._pending_at(node):  # nothing left to send there
                 self._finish_commit(node, self._commits[node])
@@ -326,6 +328,11 @@ class ShareFetcher:
             if node is not None and not all(offsets.values()):
                 busy.add(node)
         return busy
+
+    def _renewing_at(self, node: int) -> bool:
+        """Whether RENEWs of ``node``'s partitions wait to be sent."""
+        return any(acks.has(AcknowledgeType.RENEW) for tp, acks in self._pending.items()
+                   if self._leaders.get(tp) == node)
 
     def _pending_at(self, node: int) -> bool:
         return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
