@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple, cast
 
 from ... import messages as m
+from ...codec.base import Bytes
 from ...error_codes import ErrorCode
+from ...records.layouts import BATCH_HEADER_FORMAT, BATCH_HEADER_SIZE, LOG_OVERHEAD
 from ..fetch.reads import DelayedFetch, PartitionRead
 from ..metrics import BrokerMetrics
 from ..fetch.sessions import SessionPartition
@@ -35,8 +37,10 @@ from ..groups.share.sessions import FINAL_EPOCH, SessionError
 from ..groups.share.store import ShareKey
 from ...acl_types import AclOperation as Operation, ResourceType
 from ..storage.errors import OffsetInRemoteTier, OffsetOutOfRange
+from ..storage.file_records import FileRecords
 from ..storage.log import PartitionLog
 from ..storage.log_reads import LogRead
+from ..storage.segment import iter_batch_headers
 from .group_describe import assigned_by_id, describe_groups
 from .state import BrokerState, RequestContext
 
@@ -45,20 +49,27 @@ __all__ = ["ShareApis"]
 log = logging.getLogger(__name__)
 
 _SWEEP_INTERVAL_S = 0.1  # how often session timeouts and acquisition locks are checked
-_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (the bytes after this field)
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
-_LOG_OVERHEAD = 12
 _NO_LEADER = (-1, -1)
-_ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a v2 batch
-_PRODUCER_ID = struct.Struct(">q")  # at byte 43
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # the Length field of an empty batch
+_HEADER_CHUNK = 4096  # bytes read at a time for the batch headers of a file slice (big batches: one read each)
+
+
+class _Batch(NamedTuple):
+    """A whole log batch of a read: its offsets, where it lies in the read, and what read_committed needs."""
+    base: int
+    last: int
+    start: int
+    end: int
+    attributes: int
+    producer_id: int
 
 
 @dataclass
 class _PartitionResult:
     error: int = ErrorCode.NONE
     acknowledge_error: int | None = None
-    records: bytes = b""
+    records: bytes | FileRecords = b""  # a slice of the log (sent with sendfile), or remote bytes
     acquired: list[AcquiredRange] = field(default_factory=list)
 
 
@@ -325,7 +336,7 @@ class ShareApis:
                     partition_index=p, error_code=result.error,
                     acknowledge_error_code=result.acknowledge_error or ErrorCode.NONE,
                     current_leader=_leader(Response, leaders, topic_id, p),
-                    records=result.records,
+                    records=cast(Bytes, result.records),  # a FileRecords slice: encode_parts takes its len()
                     acquired_records=[Response.AcquiredRecords(first_offset=r.first_offset, last_offset=r.last_offset,
                                                                delivery_count=r.delivery_count) for r in result.acquired])
                 for p, result in partitions])
@@ -385,7 +396,7 @@ class ShareApis:
         max_bytes = min(max(request.max_bytes, 0), self.state.config.fetch_max_bytes)
         min_bytes = max(request.min_bytes, 1)  # waiting is for something to acquire
         if (request.max_wait_ms > 0 and candidates
-                and _acquirable_bytes(candidates, max_bytes, read_committed) < min_bytes):
+                and _acquirable_bytes(candidates, max_bytes, read_committed, min_bytes) < min_bytes):
             await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes, read_committed),
                                             request.max_wait_ms / 1000)
         records_left = request.max_records if request.max_records > 0 else 1
@@ -408,22 +419,25 @@ class ShareApis:
                 continue
             if read is None:
                 continue
-            assert isinstance(read.records, bytes)  # read without as_file
-            data = b"" if read.first_entry_incomplete else read.records
-            batches = _batches(data)
-            # read_committed: the records of aborted transactions are archived, never handed out
-            aborted = _aborted_ranges(data, batches, read.aborted or []) if read_committed else []
-            error, acquired = self.partitions.acquire(candidate.key, share, member_id,
-                                                      [(base, last) for base, last, _, _ in batches],
-                                                      records_left, batch_size, mode, aborted)
-            if not acquired and not error:
-                continue
-            result = results.setdefault((candidate.key[1], candidate.partition), _PartitionResult())
-            result.error = error or result.error
-            if not acquired:
-                continue
-            result.records = _covering(data, batches, acquired)
-            result.acquired = acquired
+            data = read.records
+            try:
+                batches = [] if read.first_entry_incomplete else _batches(data)
+                # read_committed: the records of aborted transactions are archived, never handed out
+                aborted = _aborted_ranges(batches, read.aborted or []) if read_committed else []
+                error, acquired = self.partitions.acquire(candidate.key, share, member_id,
+                                                          [(batch.base, batch.last) for batch in batches],
+                                                          records_left, batch_size, mode, aborted)
+                if not acquired and not error:
+                    continue
+                result = results.setdefault((candidate.key[1], candidate.partition), _PartitionResult())
+                result.error = error or result.error
+                if not acquired:
+                    continue
+                result.records = _covering(data, batches, acquired)
+                result.acquired = acquired
+            finally:
+                if isinstance(data, FileRecords):
+                    data.close()  # the response holds its own slice of it
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
             bytes_left = max(0, bytes_left - len(result.records))
             min_one_message = False
@@ -432,12 +446,14 @@ class ShareApis:
     async def _read(self, partition_log: PartitionLog, offset: int, max_bytes: int, min_one_message: bool,
                     read_committed: bool, through_offset: int) -> LogRead | None:
         """The log from ``offset`` through the batch holding ``through_offset`` (no further than what can
-        be acquired, as Kafka's share fetch slices its read): local, or from the remote tier as a consumer
+        be acquired, as Kafka's share fetch slices its read): a slice of the local log (sent as the
+        classic fetch sends it, with sendfile), or bytes from the remote tier as a consumer
         fetch reads it (on a worker thread, at most remote.fetch.max.wait.ms; None past it). Raises
         OffsetOutOfRange."""
         bound = partition_log.last_stable_offset if read_committed else None
         try:
-            read = partition_log.read(offset, max_bytes, min_one_message, bound, through_offset=through_offset)
+            read = partition_log.read(offset, max_bytes, min_one_message, bound, as_file=True,
+                                      through_offset=through_offset)
         except OffsetInRemoteTier:
             pass
         else:
@@ -473,8 +489,8 @@ class _DelayedShareFetch(DelayedFetch):
         self.max_bytes = max_bytes
 
     def try_complete(self) -> bool:
-        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes,
-                                                      self.read_committed) >= self.min_bytes:
+        if not self.done.done() and _acquirable_bytes(self.candidates, self.max_bytes, self.read_committed,
+                                                      self.min_bytes) >= self.min_bytes:
             self.done.set_result(True)
         return self.done.done()
 
@@ -484,12 +500,18 @@ def _end(partition_log: PartitionLog, read_committed: bool) -> int:
     return partition_log.last_stable_offset if read_committed else partition_log.high_watermark
 
 
-def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int, read_committed: bool) -> int:
-    """The log bytes from each partition's fetch offset, for partitions that could acquire now."""
+def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int, read_committed: bool, enough: int) -> int:
+    """The log bytes from each partition's fetch offset, for partitions that could acquire now (counted
+    until they reach ``enough``)."""
     total = 0
     for c in candidates:
+        if total >= enough:
+            break
         offset = c.share.fetch_offset()
         if offset == c.share.end_offset and not c.share.can_acquire_new():
+            continue
+        if enough - total == 1 and max_bytes > 0 and offset < _end(c.log, read_committed):
+            total += 1  # a record to read (a batch, more than one byte): no need to find where it lies
             continue
         try:
             total += c.log.bytes_available(offset, max_bytes, c.log.last_stable_offset if read_committed else None)
@@ -500,18 +522,16 @@ def _acquirable_bytes(candidates: list[_Candidate], max_bytes: int, read_committ
     return total
 
 
-def _aborted_ranges(data: bytes, batches: list[tuple[int, int, int, int]], aborted: list) -> list[tuple[int, int]]:
+def _aborted_ranges(batches: list[_Batch], aborted: list) -> list[tuple[int, int]]:
     """The offsets of the batches of aborted transactions in ``data``, as a read_committed consumer finds
     them: a producer's transactional batches from its aborted transaction's first offset up to its abort
     marker (``aborted``: the AbortedTxn entries overlapping the read)."""
     pending = sorted(aborted, key=lambda txn: txn.first_offset)
     aborting: set[int] = set()
     ranges = []
-    for base, last, start, _ in batches:
+    for base, last, _, _, attributes, producer_id in batches:
         while pending and pending[0].first_offset <= last:
             aborting.add(pending.pop(0).producer_id)
-        (attributes,) = _ATTRIBUTES.unpack_from(data, start + 21)
-        (producer_id,) = _PRODUCER_ID.unpack_from(data, start + 43)
         if attributes & _CONTROL:
             aborting.discard(producer_id)  # the abort marker closes the transaction
         elif attributes & _TRANSACTIONAL and producer_id in aborting:
@@ -527,26 +547,37 @@ def _bounds(partition_log: PartitionLog):
     return partition_log.log_start_offset, partition_log.high_watermark, offset_at
 
 
-def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, start, end) of each whole batch in ``data`` (a partial last one dropped)."""
+def _batches(data: bytes | FileRecords) -> list[_Batch]:
+    """The whole batches of a read (a partial last one dropped): of a file slice, from their headers alone."""
+    if isinstance(data, FileRecords):
+        origin = data.position
+        return [_Batch(info.base_offset, info.last_offset, info.position - origin, info.position - origin + info.size,
+                       info.attributes, info.producer_id)
+                for info in iter_batch_headers(data.fileno(), origin, origin + len(data), _HEADER_CHUNK)]
     batches = []
     position = 0
-    while position + _LOG_OVERHEAD + 15 <= len(data):
-        base, length = _BATCH_HEADER.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD + length
-        if end > len(data):
+    while position + BATCH_HEADER_SIZE <= len(data):
+        fields = BATCH_HEADER_FORMAT.unpack_from(data, position)
+        length = fields[1]
+        end = position + LOG_OVERHEAD + length
+        if length < _MIN_BATCH_LENGTH or end > len(data):
             break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + 23)
-        batches.append((base, base + delta, position, end))
+        base = fields[0]
+        batches.append(_Batch(base, base + fields[6], position, end, fields[5], fields[9]))
         position = end
     return batches
 
 
-def _covering(data: bytes, batches: list[tuple[int, int, int, int]], acquired: list[AcquiredRange]) -> bytes:
+def _covering(data: bytes | FileRecords, batches: list[_Batch],
+              acquired: list[AcquiredRange]) -> bytes | FileRecords:
     """The run of batches from the one holding the first acquired offset to the one holding the last."""
     first, last = acquired[0].first_offset, acquired[-1].last_offset
-    spans = [(start, end) for base, last_offset, start, end in batches if last_offset >= first and base <= last]
-    return data[spans[0][0]:spans[-1][1]] if spans else b""
+    spans = [(batch.start, batch.end) for batch in batches if batch.last >= first and batch.base <= last]
+    if not spans:
+        return b""
+    if isinstance(data, FileRecords):
+        return data.slice(spans[0][0], spans[-1][1])
+    return data[spans[0][0]:spans[-1][1]]
 
 
 _ACK_TYPE_NAMES = {AcknowledgeType.ACCEPT: "Accept", AcknowledgeType.RELEASE: "Release",

@@ -82,6 +82,12 @@ class FileRecords:
             got += len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def slice(self, start: int, end: int) -> FileRecords:
+        """The bytes ``start``..``end`` of this slice as a slice of its own (closed on its own)."""
+        if not 0 <= start <= end <= self.size:
+            raise ValueError(f"bad sub-slice {start}..{end} of {self.size} bytes")
+        return FileRecords(self._source if self._source is not None else self._fd, self.position + start, end - start)
+
     def fileno(self) -> int:
         """The slice's own descriptor, for ``os.sendfile`` (valid until ``close``)."""
         return self._fd

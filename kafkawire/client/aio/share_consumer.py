@@ -71,6 +71,8 @@ class AsyncShareConsumer:
         assert config.group_id is not None  # (the config insists on one)
         self.member = ShareMember(config.group_id, config.client_rack, config.retry_backoff_ms)
         self.fetcher = ShareFetcher(config, self.member.member_id)
+        # as Kafka's ShareConsumeRequestManager, acknowledgements are reported only while a callback is set
+        self.fetcher.report_acknowledged = False
         self.pool = self.fetcher.pool
         self.connections = ConnectionManager.of(config, config.client_id or "kafkawire-share-consumer",
                                                 memory_pool=self.pool,
@@ -215,6 +217,7 @@ class AsyncShareConsumer:
         if callback is not None and not callable(callback):
             raise TypeError(f"the acknowledgement commit callback must be callable, not {callback!r}")
         self._callback = callback
+        self.fetcher.report_acknowledged = callback is not None
 
     # ---- records -----------------------------------------------------------------------------------------
     async def poll(self, timeout_ms: float = 0) -> list[ShareConsumerRecord]:

@@ -13,7 +13,7 @@ from support.broker_harness import BrokerThread, RawClient
 from support.broker_wire import create_topic, produce
 from kafkawire import messages as m
 from kafkawire.error_codes import ErrorCode
-from kafkawire.records import RecordBatchBuilder
+from kafkawire.records import RecordBatchBuilder, iter_batches
 
 FETCH_V = 2  # ShareFetch and ShareAcknowledge v2: ShareAcquireMode, IsRenewAck
 RECORD_LIMIT = 1
@@ -91,6 +91,30 @@ def test_max_records_and_batch_size(broker, client):
     assert records  # the log batches holding the acquired records
     rest = _fetch(client, "m2", 1, max_records=100, batch_size=4, group="limits")
     assert _acquired(rest) == [(3, 6, 1), (7, 9, 1)]
+
+
+def test_share_fetch_sends_its_records_as_a_slice_of_the_log(broker, client, monkeypatch):
+    """As the classic Fetch: the acquired records' batches go out as a file slice (sendfile), not bytes
+    read and written again, and exactly the batches holding the acquired records."""
+    from kafkawire.broker.network.connection import Connection
+    from kafkawire.broker.storage.file_records import FileRecords
+
+    topic_id = _topic(broker, client, 6)
+    pieces: list = []
+    respond = Connection.respond
+
+    async def recording(self, frame):
+        response = await respond(self, frame)
+        if isinstance(response, list):
+            pieces.append([p for p in response if isinstance(p, FileRecords)])
+        return response
+    monkeypatch.setattr(Connection, "respond", recording)
+    fetched = _fetch(client, "m9", 0, topic_id, max_records=2, batch_size=2, mode=RECORD_LIMIT, group="slices")
+    assert _acquired(fetched) == [(0, 1, 1)]
+    (records,) = [p.records for t in fetched.responses for p in t.partitions]
+    (slices,) = [found for found in pieces if found]
+    assert len(slices) == 1 and len(slices[0]) == len(records)  # (sent and closed: only its size is left)
+    assert [batch.base_offset for batch in iter_batches(records)] == [0, 1]  # one record a batch
 
 
 def test_a_member_acknowledges_only_what_it_holds_and_forgets_partitions(broker, client):

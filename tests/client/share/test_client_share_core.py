@@ -363,3 +363,42 @@ def test_the_driver_connects_to_the_subscribed_topics_leaders_before_the_assignm
         await asyncio.gather(*tasks)
         return connections.opened
     assert asyncio.run(run()) == [(7, FETCH_ROLE)]  # the subscribed topic's leader only
+
+
+def test_acknowledged_offsets_are_reported_only_while_someone_listens_and_failures_always():
+    """As Kafka's ShareConsumeRequestManager: the offsets of successful acknowledgements are listed for the
+    acknowledgement commit callback only while one is registered (listing them costs a set entry each)."""
+    fetcher = _fetcher(max_poll_records=3)
+    fetcher.report_acknowledged = False
+    (opening,) = fetcher.prepare_requests()
+    _answer(fetcher, opening, [(0, 2, 1)], _batch(0, 3))
+    assert len(fetcher.poll(10)) == 3 and fetcher.poll(10) == []
+    (second,) = fetcher.prepare_requests()
+    _answer(fetcher, second, [(3, 4, 1)], _batch(3, 2))
+    assert fetcher.completed == []  # accepted, and no callback to tell
+    assert len(fetcher.poll(10)) == 2
+    commit = fetcher.commit()
+    (acknowledge,) = fetcher.prepare_requests()
+    Response = m.ShareAcknowledgeResponse
+    fetcher.handle_acknowledge_response(acknowledge, Response(responses=[Response.ShareAcknowledgeTopicResponse(
+        topic_id=TOPIC_ID, partitions=[Response.PartitionData(partition_index=0,
+                                                              error_code=ErrorCode.INVALID_RECORD_STATE)])]))
+    assert commit.done
+    ((offsets, error),) = fetcher.completed  # a failure is reported all the same (logged without a callback)
+    assert offsets == {TP: {3, 4}} and error is not None
+
+
+def test_the_share_consumer_lists_acknowledged_offsets_only_with_a_callback():
+    import asyncio
+
+    from kafkawire.client import AsyncShareConsumer
+
+    async def run() -> None:
+        consumer = AsyncShareConsumer(bootstrap_servers="localhost:9", group_id="workers")
+        assert consumer.fetcher.report_acknowledged is False
+        consumer.set_acknowledgement_commit_callback(lambda offsets, error: None)
+        assert consumer.fetcher.report_acknowledged is True
+        consumer.set_acknowledgement_commit_callback(None)
+        assert consumer.fetcher.report_acknowledged is False
+        await consumer.close()
+    asyncio.run(run())

@@ -68,7 +68,8 @@ class ShareStateStore:
         group_id, topic_id, partition = key
         line = {"g": group_id, "t": str(topic_id), "p": partition, "s": start, "u": [first, last], "r": runs}
         self._journal.append(line)
-        self._apply(line)
+        # as ``_apply`` would read the line back, without parsing what is at hand
+        self._written[key] = (start, _updated(self._written.get(key, (start, []))[1], start, first, last, runs))
         self._journal.maybe_compact()
 
     def delete(self, key: ShareKey) -> None:

@@ -101,6 +101,8 @@ class ShareFetcher:
         self.renew_supported = True  # cleared by the driver when a broker's ShareAcknowledge is below v2
         self.metadata_refresh_needed = False
         self.completed: list[AcknowledgementResult] = []
+        # whether ``completed`` gets the acknowledgements that succeeded too (for a callback), not only failures
+        self.report_acknowledged = True
         self.errors: list[Exception] = []  # raised by the next poll
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
@@ -283,12 +285,17 @@ class ShareFetcher:
             return []
         nodes = {self._leaders[tp] for tp in self._assignment if tp in self._leaders}
         nodes |= {self._leaders[tp] for tp in self._pending if tp in self._leaders} | set(self._commits)
+        nodes -= self._in_flight
+        if not nodes:
+            return []
         busy = self._busy_nodes()
         requests = []
-        for node in sorted(nodes - self._in_flight):
+        for node in sorted(nodes):
+            wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
+            if wanted and node in busy and node not in self._commits and not self._renewing_at(node):
+                continue  # the usual poll while records are handed out: the acknowledgements wait for the fetch
             session = self._sessions.setdefault(node, ShareSession(node))
             acks = self._take_acks(node, session)
-            wanted = {tp: topic_id for tp, topic_id in self._assignment.items() if self._leaders.get(tp) == node}
             renewing = any(a.has(AcknowledgeType.RENEW) for a in acks.values())
             if node in self._commits and not acks and not self._pending_at(node):  # nothing left to send there
                 self._finish_commit(node, self._commits[node])
@@ -321,6 +328,11 @@ class ShareFetcher:
             if node is not None and not all(offsets.values()):
                 busy.add(node)
         return busy
+
+    def _renewing_at(self, node: int) -> bool:
+        """Whether RENEWs of ``node``'s partitions wait to be sent."""
+        return any(acks.has(AcknowledgeType.RENEW) for tp, acks in self._pending.items()
+                   if self._leaders.get(tp) == node)
 
     def _pending_at(self, node: int) -> bool:
         return any(acks and self._leaders.get(tp) == node for tp, acks in self._pending.items())
@@ -466,6 +478,8 @@ class ShareFetcher:
 
     def _complete(self, request: ShareRequest, results: Mapping[TopicPartition, Exception | None]) -> None:
         for tp, error in results.items():
+            if error is None and not self.report_acknowledged:
+                continue  # nobody to tell: the offsets need not be listed one by one
             offsets = request.acknowledgements[tp].acknowledged_offsets()
             if offsets:
                 self.completed.append(({tp: offsets}, error))
