@@ -220,7 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--core-only", action="store_true", help="only the client cores' CPU per record")
     args = parser.parse_args()
     share_core, classic_core = min(core_cost() for _ in range(3))
