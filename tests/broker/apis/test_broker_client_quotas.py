@@ -187,7 +187,9 @@ def test_producers_under_a_quota_move_at_it_and_others_do_not(broker):
         rates["free"] = _produce_for(_producer(broker.bootstrap, "quota-free-producer", free), topic, megabytes=8)
     finally:
         slow.join()
-    assert 0.75 * MIB <= rates["slow"] <= 1.25 * MIB, rates
+    # generous bounds (bench/quotas.py holds the accuracy): on a loaded machine the acknowledgements of the
+    # first second's burst can arrive inside the measured span
+    assert 0.6 * MIB <= rates["slow"] <= 1.5 * MIB, rates
     assert rates["free"] > 2 * MIB and not any(free), rates
     assert throttled and max(throttled) > 0  # librdkafka's throttle_cb saw the broker's throttle times
     samples = broker.broker.metrics.registry.get_sample_value
