@@ -395,10 +395,24 @@ class ShareApis:
                      read_committed: bool) -> None:
         max_bytes = min(max(request.max_bytes, 0), self.state.config.fetch_max_bytes)
         min_bytes = max(request.min_bytes, 1)  # waiting is for something to acquire
-        if (request.max_wait_ms > 0 and candidates
-                and _acquirable_bytes(candidates, max_bytes, read_committed, min_bytes) < min_bytes):
-            await self.state.purgatory.park(_DelayedShareFetch(candidates, min_bytes, max_bytes, read_committed),
-                                            request.max_wait_ms / 1000)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000
+        while True:
+            woken = False
+            if (request.max_wait_ms > 0 and candidates
+                    and _acquirable_bytes(candidates, max_bytes, read_committed, min_bytes) < min_bytes):
+                woken = await self.state.purgatory.park(
+                    _DelayedShareFetch(candidates, min_bytes, max_bytes, read_committed), deadline - loop.time())
+            answered = await self._acquire(request, member_id, candidates, results, read_committed, max_bytes)
+            # Woken with others, this fetch may find what woke it taken by one of them: as Kafka's
+            # DelayedShareFetch, which acquires before it completes, it waits on until MaxWaitMs
+            if answered or not woken or loop.time() >= deadline:
+                return
+
+    async def _acquire(self, request, member_id: str, candidates: list[_Candidate], results: dict,
+                       read_committed: bool, max_bytes: int) -> bool:
+        """Acquire from the candidates into ``results``; whether any records or an error came of it."""
+        answered = False
         records_left = request.max_records if request.max_records > 0 else 1
         batch_size = request.batch_size if request.batch_size > 0 else records_left
         mode = request.share_acquire_mode  # 0 (batch optimized) before v2
@@ -431,6 +445,7 @@ class ShareApis:
                     continue
                 result = results.setdefault((candidate.key[1], candidate.partition), _PartitionResult())
                 result.error = error or result.error
+                answered = True
                 if not acquired:
                     continue
                 result.records = _covering(data, batches, acquired)
@@ -441,6 +456,7 @@ class ShareApis:
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
             bytes_left = max(0, bytes_left - len(result.records))
             min_one_message = False
+        return answered
 
 
     async def _read(self, partition_log: PartitionLog, offset: int, max_bytes: int, min_one_message: bool,

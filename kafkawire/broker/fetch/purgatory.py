@@ -21,16 +21,18 @@ class FetchPurgatory:
     def __len__(self) -> int:
         return len({id(d) for watchers in self._watchers.values() for d in watchers})
 
-    async def park(self, delayed: DelayedFetch, max_wait_s: float) -> None:
-        """Wait until ``delayed`` completes or ``max_wait_s`` passes."""
+    async def park(self, delayed: DelayedFetch, max_wait_s: float) -> bool:
+        """Wait until ``delayed`` completes or ``max_wait_s`` passes; whether it completed (False when the
+        wait ran out, or the broker is shutting down)."""
         keys = [(read.topic, read.partition) for read in delayed.reads if read.log is not None]
         for key in keys:
             self._watchers.setdefault(key, set()).add(delayed)
         try:
             if not delayed.try_complete():  # data may have arrived while the first read ran
                 await asyncio.wait_for(asyncio.shield(delayed.done), max_wait_s)
+            return delayed.done.result()
         except TimeoutError:
-            pass
+            return False
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)
@@ -44,7 +46,7 @@ class FetchPurgatory:
         for watchers in list(self._watchers.values()):
             for delayed in list(watchers):
                 if not delayed.done.done():
-                    delayed.done.set_result(True)
+                    delayed.done.set_result(False)
 
     def notify(self, topic: str, partition: int) -> None:
         """Data was appended to a partition: wake the fetches that now have enough."""

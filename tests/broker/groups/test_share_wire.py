@@ -186,6 +186,54 @@ def test_a_waiting_fetch_answers_at_max_wait_or_when_a_record_arrives(broker, cl
     assert _acquired(answer["response"]) == [(0, 0, 1)]  # woken by the append, long before MaxWaitMs
 
 
+def _release(client, group, member, epoch, topic_id, first, last):
+    Ack = m.ShareAcknowledgeRequest
+    released = client.request(Ack(group_id=group, member_id=member, share_session_epoch=epoch, topics=[
+        Ack.AcknowledgeTopic(topic_id=topic_id, partitions=[Ack.AcknowledgePartition(
+            partition_index=0, acknowledgement_batches=[Ack.AcknowledgementBatch(
+                first_offset=first, last_offset=last, acknowledge_types=[2])])])]), FETCH_V)
+    assert [p.error_code for t in released.responses for p in t.partitions] == [0]
+
+
+def _offsets(response) -> dict[int, int]:
+    return {offset: count for first, last, count in _acquired(response) for offset in range(first, last + 1)}
+
+
+def test_a_fetch_woken_with_another_waits_on_when_the_other_takes_the_records(broker, client):
+    """Two parked fetches are woken by one release; the one that finds the records taken does not answer
+    empty at once (its client would only ask again) but waits on, as Kafka's DelayedShareFetch does."""
+    topic_id = _topic(broker, client, 3)
+    assert _offsets(_fetch(client, "holder", 0, topic_id, group="wakers")) == {0: 1, 1: 1, 2: 1}
+    answers: dict[str, object] = {}
+    clients = {name: RawClient(broker.port) for name in ("b", "c")}
+
+    def wait(name):
+        answers[name] = _fetch(clients[name], name, 0, topic_id, group="wakers", max_wait_ms=60_000)
+
+    waiters = {name: threading.Thread(target=wait, args=(name,)) for name in clients}
+    try:
+        for waiter in waiters.values():
+            waiter.start()
+        deadline = time.monotonic() + 10
+        while len(broker.broker.handlers.purgatory) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until both fetches are parked
+        _release(client, "wakers", "holder", 1, topic_id, 0, 2)
+        while not answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (winner,) = answers
+        loser = "c" if winner == "b" else "b"
+        assert _offsets(answers[winner]) == {0: 2, 1: 2, 2: 2}
+        while len(broker.broker.handlers.purgatory) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert loser not in answers  # still waiting (before, it was answered with nothing)
+        _release(clients[winner], "wakers", winner, 1, topic_id, 0, 2)
+        waiters[loser].join(30)
+        assert _offsets(answers[loser]) == {0: 3, 1: 3, 2: 3}
+    finally:
+        for raw in clients.values():
+            raw.close()
+
+
 def test_share_group_offsets_give_the_start_offset_and_the_lag(broker, client):
     topic_id = _topic(broker, client, 6)
     name = broker.broker.topics.by_id[topic_id].name
