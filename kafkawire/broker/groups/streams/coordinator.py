@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from ....error_codes import ErrorCode
 from ..group_writes import forget, write_or_undo
-from ..member_epochs import late_members, offset_commit_error, offset_fetch_error
+from ..member_epochs import fence_late_members, offset_commit_error, offset_fetch_error
 from .assignor import MemberSpec, assign
 from .state import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Member, MemberState, StreamsGroup, Tasks, reconcile
 from .store import StreamsGroupStore
@@ -296,17 +296,7 @@ class StreamsGroupCoordinator:
     # ---- timeouts ---------------------------------------------------------------------------------
     def expire(self) -> list[tuple[str, str]]:
         """Fence members past their session or rebalance timeout; returns (group, member)."""
-        now = self.clock()
-        fenced = []
-        for group in list(self.groups.values()):
-            late = late_members(group.session_deadlines, group.rebalance_deadlines, now)
-            for member_id in late:
-                log.info("streams group %s: fencing member %s (session or rebalance timeout)", group.group_id, member_id)
-                self.fence(group, member_id)
-                fenced.append((group.group_id, member_id))
-            if late and not self._save(group.group_id):
-                fenced = [entry for entry in fenced if entry[0] != group.group_id]
-        return fenced
+        return fence_late_members(self.groups.values(), self.clock(), self.fence, self._save, "streams group")
 
     # ---- offsets ----------------------------------------------------------------------------------
     def validate_offset_commit(self, group: StreamsGroup, member_id: str, member_epoch: int, version: int = 9,
