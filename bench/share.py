@@ -5,8 +5,12 @@ share consumers beside confluent-kafka's, and classic consumption of the same to
     .venv/bin/python bench/share.py --records 20000 --repeats 1    # smoke run
 
 One topic of one partition is loaded once with --records (100k) records of --value-size (100) random
-bytes by confluent-kafka's producer (acks=1, linger.ms 5). Then each cell reads every record, timed from
-the consumers' construction to the last record (wall), best of --repeats with the cells' order rotated:
+bytes by confluent-kafka's producer (acks=1, --linger-ms 5). The batches it makes depend on the
+machine's speed, and they matter to share consumption: a ShareFetch acquires at most the share
+partition's window of record locks (2,000) but sends every batch it touches whole, so batches much
+larger than the window are sent several times, and batches smaller than max.poll.records mean fewer
+records a round trip. The layout is printed with the results. Then each cell reads every record, timed from the
+consumers' construction to the last record (wall), best of --repeats with the cells' order rotated:
 
 * classic: kafkawire's AsyncConsumer and confluent-kafka's Consumer, assign() from offset 0, no group;
 * share, 1 and 4 consumers in one fresh share group each run (the broker starts share partitions at
@@ -42,18 +46,29 @@ MAX_POLL_RECORDS = 500
 _groups = itertools.count()
 
 
+def batch_layout(data_dir: Path) -> str:
+    """How the loaded log is batched: a share fetch acquires whole batches once it starts one (as
+    Kafka's batch-optimized acquisition), so the layout decides the records per round trip."""
+    from kafkawire.records import iter_batches
+    sizes = sorted(batch.last_offset - batch.base_offset + 1 for segment in sorted(data_dir.rglob("*.log"))
+                   for batch in iter_batches(segment.read_bytes(), verify_crc=False))
+    if not sizes:
+        return "no batches"
+    return f"{len(sizes)} batches, records per batch: median {sizes[len(sizes) // 2]:,}, least {sizes[0]:,}, most {sizes[-1]:,}"
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of a process so far (Linux's /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load(bootstrap: str, records: int, value_size: int) -> None:
+def load(bootstrap: str, records: int, value_size: int, linger_ms: int = 5) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1})
     value = os.urandom(value_size)
     for _ in range(records):
         while True:
@@ -220,6 +235,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--linger-ms", type=int, default=5,
+                        help="the loading producer's linger.ms (5, the clients' default): the batches it makes "
+                             "depend on the machine's speed; 100 fills them to batch.size (1 MB) every time")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--core-only", action="store_true", help="only the client cores' CPU per record")
     args = parser.parse_args()
@@ -233,7 +251,8 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="share-bench-"))
     broker = BrokerProcess(workdir / "data", workdir / "broker.log", "--override", "share.auto.offset.reset=earliest")
     try:
-        load(broker.bootstrap, args.records, args.value_size)
+        load(broker.bootstrap, args.records, args.value_size, args.linger_ms)
+        layout = batch_layout(workdir / "data")
         cells = {
             "classic: kafkawire AsyncConsumer": lambda: classic_kafkawire(broker.bootstrap, args.records),
             "classic: confluent-kafka Consumer": lambda: classic_confluent(broker.bootstrap, args.records),
@@ -259,7 +278,7 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     records = args.records
     out = [f"# Share consumption ({records:,} records of {args.value_size} B, one partition, best of "
-           f"{args.repeats})", "", machine_line(), "",
+           f"{args.repeats})", "", machine_line(), "", f"Log loaded with linger.ms {args.linger_ms}: {layout}.", "",
            "| consumer | wall s | records/s | consumers' CPU s | broker CPU s |", "|---|---:|---:|---:|---:|"]
     for name in names:
         out.append(f"| {name} | {best[name]:.2f} | {records / best[name]:,.0f} | {cpu[name][0]:.2f} | "

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _SWEEP_INTERVAL_S = 0.1  # how often session timeouts and acquisition locks are checked
 _NO_LEADER = (-1, -1)
+_SETTINGS_KEPT = 10_000  # groups whose share settings are kept at once
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # the Length field of an empty batch
 _HEADER_CHUNK = 4096  # bytes read at a time for the batch headers of a file slice (big batches: one read each)
@@ -92,6 +93,7 @@ class ShareApis:
         # the groups' own configs (GROUP resources), else the broker's settings
         self.configs = state.groups.configs if state.groups.configs is not None else GroupConfigs(config)
         self._sweeper: asyncio.Task | None = None
+        self._settings: dict[str, tuple[dict[str, str] | None, ShareSettings]] = {}
         self.groups: ShareGroups
         self.sessions: ShareSessions
         self.partitions: SharePartitions
@@ -117,14 +119,24 @@ class ShareApis:
             self.partitions.close()
 
     def settings(self, group_id: str) -> ShareSettings:
-        """The group's share settings: its group configs, else the broker's."""
+        """The group's share settings: its group configs, else the broker's. Read several times a fetch,
+        they are kept while the group's overrides are the same object (``GroupConfigs`` replaces a
+        group's entry when it changes, and the broker's settings are fixed at start)."""
+        overrides = self.configs.overrides.get(group_id)
+        known = self._settings.get(group_id)
+        if known is not None and known[0] is overrides:
+            return known[1]
         value = self.configs.value
-        return ShareSettings(value(group_id, "share.record.lock.duration.ms"),
+        settings = ShareSettings(value(group_id, "share.record.lock.duration.ms"),
                              value(group_id, "share.delivery.count.limit"),
                              value(group_id, "share.partition.max.record.locks"),
                              value(group_id, "share.auto.offset.reset"),
                              value(group_id, "share.isolation.level"),
                              value(group_id, "share.renew.acknowledge.enable"))
+        if len(self._settings) >= _SETTINGS_KEPT:
+            self._settings.clear()  # ids of groups long gone must not pile up
+        self._settings[group_id] = (overrides, settings)
+        return settings
 
     # ---- housekeeping -------------------------------------------------------------------------------
     def _topic_metadata(self) -> dict[str, tuple[object, int]]:

@@ -118,6 +118,31 @@ def test_delivery_count_limit_of_one_group(broker):
         consumer.close()
 
 
+def test_a_limit_changed_while_the_group_consumes_applies_at_once(broker):
+    """The broker keeps each group's settings between fetches; a change must reach the next one."""
+    from confluent_kafka import AcknowledgeType
+    topic = _topic(broker, 1)
+    _set(broker, "limit-later", share_auto_offset_reset="earliest")
+    consumer = _consumer(broker, "limit-later", topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        deliveries: list[int] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            messages = list(consumer.poll(1.0))
+            for message in messages:
+                deliveries.append(message.delivery_count())
+                consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            if messages:
+                consumer.commit_sync(15)
+                if deliveries == [1]:  # in use under the broker's limit (5): now the group's own, 2
+                    _set(broker, "limit-later", share_auto_offset_reset="earliest", share_delivery_count_limit="2")
+            elif len(deliveries) >= 2:
+                break
+        assert deliveries == [1, 2]
+    finally:
+        consumer.close()
+
+
 def test_describe_gives_overrides_and_broker_values(broker):
     _set(broker, "described", share_record_lock_duration_ms="20000", share_isolation_level="read_committed")
     described = _describe(broker, "described")
