@@ -226,7 +226,9 @@ class RecordBatch:
               bounds: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         if len(context) != 4:
             raise ValueError(f"rows() takes a context of four values, not {len(context)}")
-        data = self.records_data()
+        # the native reader copies each key and value out, so it can read an uncompressed batch in place
+        in_place = _native is not None and not self.attributes & CODEC_MASK
+        data: bytes | memoryview = memoryview(self.buffer)[BATCH_HEADER_SIZE:] if in_place else self.records_data()
         fixed_timestamp = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
         pause = self.count > _PAUSE_GC_ABOVE and gc.isenabled()
         if pause:
@@ -239,12 +241,13 @@ class RecordBatch:
                 if rows is not None:
                     return rows
                 # malformed: the Python reader reads it again and raises the error with its path and offset
-                if bounds:
-                    tail, low, high = bounds
-                    return [tuple.__new__(row_type, (*row, *tail)) for row in _read_rows(
-                        data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, tuple)
-                        if low <= row[4] <= high]
-            return _read_rows(data, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context,
+            raw = bytes(data) if isinstance(data, memoryview) else data
+            if _native is not None and bounds:
+                tail, low, high = bounds
+                return [tuple.__new__(row_type, (*row, *tail)) for row in _read_rows(
+                    raw, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context, tuple)
+                    if low <= row[4] <= high]
+            return _read_rows(raw, self.count, self.base_offset, self.base_timestamp, fixed_timestamp, context,
                               row_type)
         except RecordsError as error:
             raise self._located(error) from None
