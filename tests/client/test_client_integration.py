@@ -647,7 +647,7 @@ def test_pipelined_requests_are_answered_in_order_and_a_disconnect_fails_cleanly
         answers = await asyncio.gather(*futures)
         assert [a.topics[0].name for a in answers] == names
         pending = connection.request(MetadataRequest(topics=[]))
-        connection._writer.transport.abort()  # the peer goes away mid-request
+        connection._transport.abort()  # the peer goes away mid-request
         with pytest.raises(KafkaConnectionError):
             await pending
         assert connection.closed

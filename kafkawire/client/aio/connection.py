@@ -1,4 +1,4 @@
-"""Connections to brokers over asyncio streams: framing, version negotiation, pipelining, timeouts,
+"""Connections to brokers over asyncio transports: framing, version negotiation, pipelining, timeouts,
 and KIP-81 read backpressure.
 
 ``BrokerConnection`` is one TCP connection. On ``connect()`` it sends ApiVersions (retrying at the
@@ -12,8 +12,9 @@ request; so does a response that does not decode, or the peer going away.
 KIP-81: a connection built with a ``MemoryPool`` charges the pool for the responses of requests sent
 with ``charge_pool=True`` (fetches). It reads a response's 4-byte size prefix, asks the pool for
 that many bytes, and only then reads the body. While the pool refuses, it reads nothing more from the
-socket: the stream's buffer fills, asyncio stops reading from the transport, the kernel's receive
-buffer fills and TCP's window closes on the broker (backpressure). It reads again when a release
+socket: its read-ahead buffer fills, it stops reading from the transport (``frame_stream``), the
+kernel's receive buffer fills and TCP's window closes on the broker (backpressure). A body is received
+straight into the buffer the response is decoded from. It reads again when a release
 lets the pool grant the size. Responses that are not charged (metadata, offsets, group traffic)
 never wait for the pool, which is why the consumer sends fetches on a connection of their own and
 coordinator traffic on another (``ConnectionManager`` roles), as Kafka's separate coordinator
@@ -50,6 +51,7 @@ from ..core.consumer.memory import Lease, MemoryPool
 from ..core.sasl_client import reauthentication_delay_ms
 from ..errors import AuthenticationException, IncompatibleBrokerError, KafkaConnectionError, KafkaError, RequestTimedOut
 from .authentication import ConnectionSecurity
+from .frame_stream import FrameStream
 from .tls import closed_early_hint, handshake_failure, is_refusal
 
 __all__ = ["BrokerConnection", "Reply", "AuthenticationListener", "FETCH_ROLE", "COORDINATOR_ROLE", "DEFAULT_ROLE"]
@@ -60,7 +62,7 @@ DEFAULT_ROLE = "default"  # metadata, produce, list offsets
 FETCH_ROLE = "fetch"  # fetches only: the connection whose reads the memory pool may pause
 COORDINATOR_ROLE = "coordinator"  # group traffic, never paused
 _SIZE = struct.Struct(">i")
-_STREAM_LIMIT = 1 << 16  # asyncio pauses the transport once twice this is buffered unread
+_READ_AHEAD = 1 << 17  # bytes buffered past the response being read before the socket is left unread
 
 AuthenticationListener = Callable[[AuthenticationException], None]
 
@@ -109,8 +111,8 @@ class BrokerConnection:
         self.bytes_received = 0
         self._correlator = Correlator(client_id=client_id or "kafkawire")
         self._pending: deque[_Pending] = deque()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._stream: FrameStream | None = None
+        self._transport: asyncio.Transport | None = None
         self._read_task: asyncio.Task | None = None
         self._pool_freed: asyncio.Event | None = None
         self._closed = False
@@ -166,8 +168,9 @@ class BrokerConnection:
             # socket.connection.setup.timeout.ms bounds the socket and its TLS handshake; the requests
             # that follow (ApiVersions, SASL) have request.timeout.ms each, as in Kafka
             async with asyncio.timeout(self.connection_setup_timeout_ms / 1000):  # (not wait_for: see waiting)
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port,
-                                                                           limit=_STREAM_LIMIT, ssl=context)
+                _, stream = await asyncio.get_running_loop().create_connection(
+                    lambda: FrameStream(_READ_AHEAD), self.host, self.port, ssl=context)
+                self._stream, self._transport = stream, stream.transport
         except ssl.SSLError as error:
             self._closed = True
             if not is_refusal(error):
@@ -255,7 +258,7 @@ class BrokerConnection:
         KafkaConnectionError. ``version`` None means the highest negotiated."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        if self._closed or self._writer is None:
+        if self._closed or self._transport is None:
             future.set_exception(self._closed_error())
             return future
         if version is None:
@@ -270,10 +273,10 @@ class BrokerConnection:
 
     def _write(self, future: asyncio.Future, body, version: int, timeout_ms: float | None, charge_pool: bool,
                expects_response: bool) -> None:
-        assert self._writer is not None  # (not closed)
+        assert self._transport is not None  # (not closed)
         data = self._correlator.request(body, version, expects_response)
         try:
-            self._writer.write(data)
+            self._transport.write(data)
         except (OSError, RuntimeError) as error:
             failure = KafkaConnectionError(f"writing to {self.host}:{self.port} failed: {error}")
             future.set_exception(failure)
@@ -303,11 +306,11 @@ class BrokerConnection:
 
     # ---- responses -------------------------------------------------------------------------------
     async def _read_loop(self) -> None:
-        reader = self._reader
-        assert reader is not None  # (started once connected)
+        stream = self._stream
+        assert stream is not None  # (started once connected)
         try:
             while True:
-                prefix = await reader.readexactly(4)
+                prefix = await stream.read_exactly(4)
                 size = _SIZE.unpack(prefix)[0]
                 if size < 4 or size > self.max_frame:
                     raise DecodeError(f"response frame size {size} outside 4..{self.max_frame}", 0, ["frame"])
@@ -319,7 +322,7 @@ class BrokerConnection:
                     pending.timer = None
                 lease = await self._reserve(size) if pending.charge else None
                 try:
-                    frame = await reader.readexactly(size)
+                    frame = await stream.read_exactly(size)
                     self.bytes_received += size + 4
                     self._pending.popleft()
                     _, _, body = self._correlator.response(frame)
@@ -490,8 +493,8 @@ class BrokerConnection:
                 self.memory_pool.remove_listener(self._on_pool_release)
             if self._pool_freed is not None:
                 self._pool_freed.set()
-        if self._writer is not None:
-            self._writer.transport.abort()
+        if self._transport is not None:
+            self._transport.abort()
         for task in (self._read_task, self._reauth_task):
             if task is not None and task is not asyncio.current_task() and not task.done():
                 task.cancel()
