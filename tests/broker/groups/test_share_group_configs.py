@@ -97,48 +97,45 @@ def test_auto_offset_reset_applies_to_the_group_that_sets_it(broker):
 
 
 def test_delivery_count_limit_of_one_group(broker):
-    from confluent_kafka import AcknowledgeType
     topic = _topic(broker, 1)
     _set(broker, "limit-two", share_auto_offset_reset="earliest", share_delivery_count_limit="2")
     consumer = _consumer(broker, "limit-two", topic, **{"share.acknowledgement.mode": "explicit"})
     try:
-        deliveries: list[int] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            messages = list(consumer.poll(1.0))
-            for message in messages:
-                deliveries.append(message.delivery_count())
-                consumer.acknowledge(message, AcknowledgeType.RELEASE)
-            if messages:
-                consumer.commit_sync(15)
-            elif len(deliveries) >= 2:
-                break
-        assert deliveries == [1, 2]  # archived at the group's limit (the broker's is 5)
+        assert _release_until_archived(consumer) == [1, 2]  # archived at the group's limit (the broker's is 5)
     finally:
         consumer.close()
 
 
+def _release_until_archived(consumer, after_release=lambda deliveries: None) -> list[int]:
+    """RELEASE every record delivered until none comes back; the delivery counts seen, in order.
+    ``after_release(deliveries)`` runs once each delivery's release is committed."""
+    from confluent_kafka import AcknowledgeType
+    deliveries: list[int] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        messages = list(consumer.poll(1.0))
+        for message in messages:
+            deliveries.append(message.delivery_count())
+            consumer.acknowledge(message, AcknowledgeType.RELEASE)
+        if messages:
+            consumer.commit_sync(15)
+            after_release(deliveries)
+        elif len(deliveries) >= 2:
+            break
+    return deliveries
+
+
 def test_a_limit_changed_while_the_group_consumes_applies_at_once(broker):
     """The broker keeps each group's settings between fetches; a change must reach the next one."""
-    from confluent_kafka import AcknowledgeType
     topic = _topic(broker, 1)
     _set(broker, "limit-later", share_auto_offset_reset="earliest")
     consumer = _consumer(broker, "limit-later", topic, **{"share.acknowledgement.mode": "explicit"})
+
+    def lower_the_limit(deliveries: list[int]) -> None:
+        if deliveries == [1]:  # in use under the broker's limit (5): now the group's own, 2
+            _set(broker, "limit-later", share_auto_offset_reset="earliest", share_delivery_count_limit="2")
     try:
-        deliveries: list[int] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            messages = list(consumer.poll(1.0))
-            for message in messages:
-                deliveries.append(message.delivery_count())
-                consumer.acknowledge(message, AcknowledgeType.RELEASE)
-            if messages:
-                consumer.commit_sync(15)
-                if deliveries == [1]:  # in use under the broker's limit (5): now the group's own, 2
-                    _set(broker, "limit-later", share_auto_offset_reset="earliest", share_delivery_count_limit="2")
-            elif len(deliveries) >= 2:
-                break
-        assert deliveries == [1, 2]
+        assert _release_until_archived(consumer, lower_the_limit) == [1, 2]
     finally:
         consumer.close()
 
