@@ -371,7 +371,9 @@ def test_real_capture_has_every_record_once(real, real_out):
     from_produce = [r for r in records if r["source"] == "produce"]
     found = Counter((r["topic"], r["partition"], r["key"], r["value"], tuple(headers(r))) for r in from_produce)
     assert found == produced  # each exactly once
-    assert {r["compression"] for r in from_produce if r["topic"] == "kp"} == {"gzip"}
+    # kafka-python sends a batch uncompressed when gzip would not make it smaller (one small record, as
+    # linger.ms may leave on a loaded machine): the batches are gzip, and maybe some plain ones
+    assert "gzip" in {r["compression"] for r in from_produce if r["topic"] == "kp"} <= {"gzip", "none"}
     assert {r["compression"] for r in from_produce if r["topic"] == "ck"} == {"zstd"}
     offsets = {(r["topic"], r["partition"], r["offset"]) for r in from_produce}
     assert len(offsets) == len(from_produce) and None not in {o for _, _, o in offsets}
