@@ -82,7 +82,8 @@ class FrameStream(asyncio.BufferedProtocol):
         if buffered >= n:
             data = bytes(self._staging[self._start:self._start + n])
             self._start += n
-            self._resume()
+            if self._end - self._start <= len(self._staging) // 2:  # (not for every small read while full)
+                self._resume()
             return data
         target = bytearray(n)
         target[:buffered] = self._staging[self._start:self._end]
