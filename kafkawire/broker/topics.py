@@ -318,6 +318,8 @@ class TopicManager:
         if self._folder_maker is None:
             from concurrent.futures import ThreadPoolExecutor  # (only a broker creating topics uses threads here)
             self._folder_maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-log-folders")
+        for partition_log in logs:
+            partition_log.folder_pending = True
         self._folder_maker.submit(self._make_each_folder, logs)
 
     def _make_each_folder(self, logs: list[PartitionLog]) -> None:

@@ -93,6 +93,9 @@ class PartitionLog:
         self._closed = False
         self._loaded = False
         self.offline = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request (broker.log_dirs)
+        # a new log whose folder a worker thread is making (``make_folder``): a half-made folder is new, not
+        # one a crash left without its clean-shutdown marker
+        self.folder_pending = False
         if not lazy:
             self._load()
 
@@ -155,6 +158,12 @@ class PartitionLog:
         the clean-shutdown marker that vouches for it), unless the log was opened or closed meanwhile. A
         worker thread does this after a creation is answered, as Kafka's brokers make a new partition's
         log once the controller has committed the topic; a log used first makes its own folder."""
+        try:
+            self._make_folder()
+        finally:
+            self.folder_pending = False
+
+    def _make_folder(self) -> None:
         if self._loaded or self._closed or self.tiered:  # (a tiered log's first offset is the remote tier's)
             return
         os.makedirs(self._directory, exist_ok=True)
@@ -179,6 +188,8 @@ class PartitionLog:
         one, empty; no remote tier), or 0 for a new log whose folder is not made yet; None otherwise."""
         if self._loaded or self.tiered:
             return None
+        if self.folder_pending:  # (new, and nothing written: a write would have opened it)
+            return 0
         try:
             base, size = (int(word) for word in Path(self._directory, _CLEAN_SHUTDOWN).read_text().split())
             with os.scandir(self._directory) as entries:

@@ -77,6 +77,26 @@ def test_a_log_used_before_its_folder_is_made_keeps_its_records(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_folder_half_made_by_the_worker_is_a_new_empty_log_not_a_crashed_one(tmp_path):
+    """Between the worker's first folder and its clean-shutdown marker, the folder looks like one a crash
+    left: the log is still known to be new and empty, so a ListOffsets or retention pass then does not
+    open it (an opening on the loop is what the idle answer avoids)."""
+    async def scenario() -> None:
+        manager = TopicManager(BrokerConfig(data_dir=tmp_path))
+        manager.load()
+        half_made = []
+        manager._make_each_folder = lambda logs: half_made.extend(logs)  # the worker, paused mid-way
+        (topic,) = await _created(manager, 1, 1)
+        (idle,) = half_made
+        idle.directory.mkdir()
+        assert idle.idle_empty_offset() == 0 and not idle.opened
+        idle.make_folder()
+        assert not idle.folder_pending and not idle.opened
+        assert idle.idle_empty_offset() == 0 and (idle.directory / ".kafkawire-clean-shutdown").exists()
+        manager.close()
+    asyncio.run(scenario())
+
+
 def test_creating_ten_thousand_partitions_is_quick_and_a_stop_right_after_too(tmp_path):
     with BrokerThread(data_dir=tmp_path, auto_create_topics=False) as running:
         creatable = m.CreateTopicsRequest.CreatableTopic
