@@ -96,6 +96,9 @@ class PartitionLog:
         # a new log whose folder a worker thread is making (``make_folder``): a half-made folder is new, not
         # one a crash left without its clean-shutdown marker
         self.folder_pending = False
+        # idle_empty_offset's answer, kept while the log stays unopened: until then its folder changes only
+        # by the folder maker, which makes it as it was (a ListOffsets of every partition reads no files)
+        self._idle_offset: int | None = None
         if not lazy:
             self._load()
 
@@ -188,6 +191,11 @@ class PartitionLog:
         one, empty; no remote tier), or 0 for a new log whose folder is not made yet; None otherwise."""
         if self._loaded or self.tiered:
             return None
+        if self._idle_offset is None:
+            self._idle_offset = self._read_idle_empty_offset()
+        return self._idle_offset
+
+    def _read_idle_empty_offset(self) -> int | None:
         if self.folder_pending:  # (new, and nothing written: a write would have opened it)
             return 0
         try:
@@ -551,6 +559,7 @@ class PartitionLog:
             self.__dict__.pop(name, None)
         self._directory = os.fspath(directory)
         self._closed = self._loaded = False
+        self._idle_offset = None
 
     def delete(self) -> None:
         """Close and remove the partition's files, local and remote (DeleteTopics)."""

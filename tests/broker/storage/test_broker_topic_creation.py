@@ -6,10 +6,13 @@ meets them); bench/broker_lifecycle.py measures the figures."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import time
 
 from kafkawire import messages as m
 from kafkawire.broker.config.broker_config import BrokerConfig
+from kafkawire.broker.storage.log import PartitionLog
 from kafkawire.broker.topics import Topic, TopicManager
 from support.broker_harness import BrokerThread, RawClient
 from support.log_helpers import batch
@@ -95,6 +98,27 @@ def test_a_folder_half_made_by_the_worker_is_a_new_empty_log_not_a_crashed_one(t
         assert idle.idle_empty_offset() == 0 and (idle.directory / ".kafkawire-clean-shutdown").exists()
         manager.close()
     asyncio.run(scenario())
+
+
+def test_an_idle_logs_offsets_are_read_from_its_folder_once_and_again_after_a_move(tmp_path, monkeypatch):
+    """ListOffsets of every partition asks each idle log for its offset: its folder is read once (an
+    unopened log's folder changes only by this broker's own hand); a move to another log directory
+    serves the copy there, read afresh."""
+    with PartitionLog(tmp_path / "a" / "t-0"):
+        pass  # (closed empty: the marker vouches for an empty segment at 0)
+    moved = tmp_path / "b" / "t-0"
+    shutil.copytree(tmp_path / "a" / "t-0", moved)
+    for suffix in (".log", ".index"):  # as the copy of a log whose records before 7 were deleted
+        (moved / f"{0:020d}{suffix}").rename(moved / f"{7:020d}{suffix}")
+    (moved / ".kafkawire-clean-shutdown").write_text("7 0")
+    idle = PartitionLog(tmp_path / "a" / "t-0", lazy=True)
+    reads = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: reads.append(path) or real_scandir(path))
+    assert [idle.idle_empty_offset() for _ in range(3)] == [0, 0, 0] and len(reads) == 1
+    idle.relocate(moved)
+    assert idle.idle_empty_offset() == 7 and len(reads) == 2 and not idle.opened
+    assert idle.log_end_offset == 7 and idle.idle_empty_offset() is None  # opened: from its files now
 
 
 def test_creating_ten_thousand_partitions_is_quick_and_a_stop_right_after_too(tmp_path):
