@@ -98,6 +98,7 @@ def blocks(request, monkeypatch):
     if request.param == "small blocks":
         monkeypatch.setattr(remote_files, "BLOCK_BYTES", 1500)
         monkeypatch.setattr(remote_reading, "TAIL_BYTES", 700)
+    return request.param
 
 
 @pytest.mark.parametrize("name", ["pcapng", "pcap", "pcap.gz", "pcapng.gz", "torn.pcap", "corrupt.pcap",
@@ -121,7 +122,10 @@ def test_planned_splits_and_unplanned_ranges_read_the_whole_file(captures, name,
     path, uri = captures[name]
     whole, whole_stats, _ = _read(path, payloads=False)
     size = os.path.getsize(path)
-    for split_bytes in (1, 4096, 20_000, size):
+    # one-byte splits (every record its own) with the default blocks; with small blocks, splits of a
+    # few records, which cross window ends as much and cost a few hundred requests fewer
+    smallest = 1 if blocks == "default blocks" else 600
+    for split_bytes in (smallest, 4096, 20_000, size):
         local = plan_splits(path, 3, split_bytes)
         remote = plan_splits(uri, 3, split_bytes)
         if not name.startswith(("corrupt", "torn")):
