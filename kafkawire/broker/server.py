@@ -303,6 +303,7 @@ class Broker:
             server.close()
         for connection in self._connections.values():
             connection.draining = True
+            connection.end_throttle()
             if not connection.busy:
                 connection.writer.close()  # waiting in a read: nothing is in flight
         if self.handlers is not None:
@@ -329,6 +330,8 @@ class Broker:
             for server in self._servers:
                 server.close()
             for connection in self._connections.values():
+                connection.closing = True
+                connection.end_throttle()
                 connection.writer.close()  # each connection's read ends, and its task with it
             await asyncio.gather(*self._connections, return_exceptions=True)
             for server in self._servers:
@@ -472,6 +475,7 @@ class Broker:
                     log.debug("closing connection from %s: idle for %.0f ms", connection.host,
                               (loop.time() - connection.last_active) * 1000)
                     connection.closing = True
+                    connection.end_throttle()
                     connection.writer.close()
                     self.memory.wake()  # it may be waiting for request memory rather than reading
 

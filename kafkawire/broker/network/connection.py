@@ -66,7 +66,7 @@ class Connection:
         self.host = peer[0] if peer else ""
         self.last_active = now
         self.busy = False  # a request of this connection is being handled
-        self.closing = False  # closed by the broker (idle) while it may be waiting for request memory
+        self.closing = False  # closed by the broker (idle, or its close) while it may be waiting for request memory
         self.draining = False  # the broker is shutting down: answer what was received, then close
         self.auth: Authenticator | None = None
         if listener.sasl:  # (the SASL mechanisms load with a SASL listener's first connection)
@@ -75,6 +75,7 @@ class Connection:
         self.principal = "User:ANONYMOUS"
         self.software = ("", "")  # ApiVersions v3+'s client software name and version (KIP-511)
         self.muted_until = 0.0  # a client quota's throttle: no request is read before (loop time)
+        self._throttle_over: asyncio.Event | None = None  # set to end a throttle early (the broker closes)
         if listener.tls:
             certificate = writer.get_extra_info("peercert")
             self.principal = security.principal_from_certificate(subject_dn(certificate) if certificate else None)
@@ -157,8 +158,21 @@ class Connection:
     async def _sit_out_throttle(self, loop: asyncio.AbstractEventLoop) -> None:
         delay = self.muted_until - loop.time()
         self.muted_until = 0.0
-        if delay > 0:
-            await asyncio.sleep(delay)
+        if delay <= 0 or self.closing or self.draining:
+            return
+        self._throttle_over = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._throttle_over.wait(), delay)
+        except TimeoutError:
+            pass
+        finally:
+            self._throttle_over = None
+
+    def end_throttle(self) -> None:
+        """Stop sitting out a throttle: the broker is closing the connection (as Kafka closes a muted
+        channel at once), so a stop does not wait out throttles of up to a quota window."""
+        if self._throttle_over is not None:
+            self._throttle_over.set()
 
     _close_after_response = False  # a failed authentication: its answer is sent, then the connection closes
 

@@ -346,16 +346,38 @@ def test_kafkawire_connection_sends_nothing_to_a_throttled_broker(broker):
     assert throttle > 0 and held and waited >= 0.9 * throttle / 1000
 
 
-def test_a_throttled_fetch_is_answered_without_records(broker):
-    topic = "quota-raw-fetch"
-    fill = ConfluentProducer({"bootstrap.servers": broker.bootstrap})
+def _throttled_fetch(bootstrap: str, port: int, topic: str, client_id: str) -> tuple[RawClient, m.FetchResponse]:
+    """A fetch of a 10 KB record by a client whose quota is 1 KB/s, and its still open connection."""
+    fill = ConfluentProducer({"bootstrap.servers": bootstrap})
     fill.produce(topic, b"f" * 10_000)
     assert fill.flush(30) == 0
-    _set(broker.bootstrap, ClientQuotaEntity.of(client_id="quota-raw-fetch"), consumer_byte_rate=1024)
+    _set(bootstrap, ClientQuotaEntity.of(client_id=client_id), consumer_byte_rate=1024)
     fetch = m.FetchRequest(max_wait_ms=0, max_bytes=1 << 20, topics=[m.FetchRequest.FetchTopic(
         topic=topic, partitions=[m.FetchRequest.FetchPartition(partition=0, fetch_offset=0,
                                                                partition_max_bytes=1 << 20)])])
-    with RawClient(broker.port, client_id="quota-raw-fetch") as raw:
-        response = raw.request(fetch, 12)
+    raw = RawClient(port, client_id=client_id)
+    return raw, raw.request(fetch, 12)
+
+
+def test_a_throttled_fetch_is_answered_without_records(broker):
+    raw, response = _throttled_fetch(broker.bootstrap, broker.port, "quota-raw-fetch", "quota-raw-fetch")
+    raw.close()
     # the record's 10 KB are ten seconds of the quota: none sent, and a throttle time to wait
     assert response.error_code == 0 and not response.responses and response.throttle_time_ms > 5000
+
+
+@pytest.mark.parametrize("stop", ["close", "shutdown"])
+def test_a_stop_does_not_wait_out_a_connections_throttle(tmp_path, stop):
+    """As Kafka closes a muted channel at once: a connection sitting out its throttle (KIP-219, no
+    request read until it ends) is closed by a stop, graceful or not, without waiting for it."""
+    running = BrokerThread(data_dir=tmp_path, quota_window_num=2).start()
+    try:
+        raw, response = _throttled_fetch(running.bootstrap, running.port, "quota-stop", "quota-stop")
+        assert response.throttle_time_ms > 5000
+        started = time.monotonic()
+        running.call(running.broker.close() if stop == "close" else running.broker.shutdown(grace_s=30))
+        assert time.monotonic() - started < response.throttle_time_ms / 1000 / 2
+        assert raw.sock.recv(1) == b""  # closed by the broker
+        raw.close()
+    finally:
+        running.stop()
