@@ -112,9 +112,14 @@ def test_an_idle_logs_offsets_are_read_from_its_folder_once_and_again_after_a_mo
         (moved / f"{0:020d}{suffix}").rename(moved / f"{7:020d}{suffix}")
     (moved / ".kafkawire-clean-shutdown").write_text("7 0")
     idle = PartitionLog(tmp_path / "a" / "t-0", lazy=True)
-    reads = []
+    reads = []  # (of this test's folders: brokers of other tests may run beside it in this process)
     real_scandir = os.scandir
-    monkeypatch.setattr(os, "scandir", lambda path: reads.append(path) or real_scandir(path))
+
+    def scandir(path):
+        if os.fspath(path).startswith(os.fspath(tmp_path)):
+            reads.append(path)
+        return real_scandir(path)
+    monkeypatch.setattr(os, "scandir", scandir)
     assert [idle.idle_empty_offset() for _ in range(3)] == [0, 0, 0] and len(reads) == 1
     idle.relocate(moved)
     assert idle.idle_empty_offset() == 7 and len(reads) == 2 and not idle.opened
