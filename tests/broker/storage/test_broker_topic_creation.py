@@ -90,6 +90,7 @@ def test_a_folder_half_made_by_the_worker_is_a_new_empty_log_not_a_crashed_one(t
         half_made = []
         manager._make_each_folder = lambda logs: half_made.extend(logs)  # the worker, paused mid-way
         (topic,) = await _created(manager, 1, 1)
+        await asyncio.to_thread(_wait_for, lambda: half_made)  # (the worker thread takes them)
         (idle,) = half_made
         idle.directory.mkdir()
         assert idle.idle_empty_offset() == 0 and not idle.opened
