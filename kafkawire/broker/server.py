@@ -90,6 +90,8 @@ class Broker:
         self.ports: dict[str, int] = {}  # listener name -> bound port
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[asyncio.Task[None], Connection] = {}
+        # connections over their ip's connection_creation_rate, held until their throttle time has passed
+        self._held: dict[asyncio.StreamWriter, asyncio.TimerHandle] = {}
         self._retention: asyncio.TimerHandle | None = None
         self._idle_sweeper: asyncio.Task[None] | None = None
         self._log_dir_checker: asyncio.Task[None] | None = None
@@ -333,6 +335,8 @@ class Broker:
                 connection.closing = True
                 connection.end_throttle()
                 connection.writer.close()  # each connection's read ends, and its task with it
+            for held in list(self._held):
+                self._release(held)
             await asyncio.gather(*self._connections, return_exceptions=True)
             for server in self._servers:
                 await server.wait_closed()
@@ -462,6 +466,13 @@ class Broker:
                 log.exception("transaction housekeeping failed")
 
     # ---- connections ----------------------------------------------------------------------------
+    def _release(self, writer: asyncio.StreamWriter) -> None:
+        """Close a connection held for being over its ip's connection rate (at its time, or the stop's)."""
+        handle = self._held.pop(writer, None)
+        if handle is not None:
+            handle.cancel()
+        writer.close()
+
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms: close connections with no bytes read or written for that long (a
         connection whose request is being handled, say a parked fetch, is not idle)."""
@@ -500,7 +511,7 @@ class Broker:
             delay_ms = quotas.admit_connection(host)
             if delay_ms:  # over the ip's connection_creation_rate (KIP-612): closed once the throttle time has
                 self.limits.release(host)  # passed, as Kafka does, so the client does not reconnect at once
-                asyncio.get_running_loop().call_later(delay_ms / 1000, writer.close)
+                self._held[writer] = asyncio.get_running_loop().call_later(delay_ms / 1000, self._release, writer)
                 return
         if self.config.socket_send_buffer_bytes != -1:  # socket.send.buffer.bytes, as Kafka sets it on accept
             sock = writer.get_extra_info("socket")

@@ -315,6 +315,30 @@ def test_connections_over_an_ip_rate_are_closed(tmp_path):
     assert outcomes[:2] == [True, True] and False in outcomes, outcomes
 
 
+def test_a_stop_closes_a_connection_held_for_the_ip_rate(tmp_path, monkeypatch):
+    """A connection over its ip's rate is held until its throttle time has passed, then closed (KIP-612);
+    a stop meanwhile closes it at once rather than leaving it to a timer of a stopped loop."""
+    with BrokerThread(data_dir=tmp_path) as running:
+        _set(running.bootstrap, ClientQuotaEntity.of(ip="127.0.0.1"), connection_creation_rate=1)
+        quotas = running.broker.handlers.quotas
+        monkeypatch.setattr(quotas, "admit_connection", lambda host: 60_000)  # over the rate: held a minute
+        held = socket.create_connection(("127.0.0.1", running.port), timeout=1)
+        try:
+            held.sendall(_api_versions())
+            with pytest.raises(socket.timeout):  # held: neither answered nor closed yet
+                held.recv(4)
+            started = time.monotonic()
+            running.call(running.broker.close())
+            held.settimeout(60)
+            try:
+                assert held.recv(4) == b""
+            except ConnectionResetError:
+                pass  # (closed with its request unread: a reset)
+            assert time.monotonic() - started < 30
+        finally:
+            held.close()
+
+
 def _api_versions() -> bytes:
     from kafkawire.framing import Correlator
     return Correlator(client_id="quota-ip").request(m.ApiVersionsRequest(), 0)
