@@ -332,9 +332,7 @@ class Broker:
             for server in self._servers:
                 server.close()
             for connection in self._connections.values():
-                connection.closing = True
-                connection.end_throttle()
-                connection.writer.close()  # each connection's read ends, and its task with it
+                connection.close()  # each connection's read ends, and its task with it
             for held in list(self._held):
                 self._release(held)
             await asyncio.gather(*self._connections, return_exceptions=True)
@@ -485,9 +483,7 @@ class Broker:
                 if not connection.busy and connection.last_active < deadline:
                     log.debug("closing connection from %s: idle for %.0f ms", connection.host,
                               (loop.time() - connection.last_active) * 1000)
-                    connection.closing = True
-                    connection.end_throttle()
-                    connection.writer.close()
+                    connection.close()
                     self.memory.wake()  # it may be waiting for request memory rather than reading
 
     def _receiver(self, listener: Listener, security: ListenerSecurity) -> FrameReceiver:

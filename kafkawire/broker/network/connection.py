@@ -174,6 +174,13 @@ class Connection:
         if self._throttle_over is not None:
             self._throttle_over.set()
 
+    def close(self) -> None:
+        """Closed by the broker (idle, or its own close): the read ends, and so do a throttle's sit-out
+        and a wait for request memory (``closing``)."""
+        self.closing = True
+        self.end_throttle()
+        self.writer.close()
+
     _close_after_response = False  # a failed authentication: its answer is sent, then the connection closes
 
     # ---- one request ----------------------------------------------------------------------------
